@@ -1,0 +1,147 @@
+package bindings
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+
+	shieldlua "github.com/shieldrt/shieldglobal/lua/shield"
+)
+
+// Argument checks. gopher-lua's Check* would report the position and name of
+// the runtime's Lua wrapper around blocking calls; these report the user's
+// line and the call as written: "file.lua:3: shield.global: bad argument #2
+// to 'set' (string expected, got number)".
+
+// args checks the arguments of one call. lib names the object
+// ("shield.global") and fn the function ("set").
+type args struct {
+	L       *lua.LState
+	lib, fn string
+}
+
+func argsOf(L *lua.LState, lib, fn string) args { return args{L: L, lib: lib, fn: fn} }
+
+func (a args) bad(n int, msg string) {
+	raise(a.L, "%s: bad argument #%d to '%s' (%s)", a.lib, n, a.fn, msg)
+}
+
+func (a args) typeError(n int, want string) {
+	a.bad(n, want+" expected, got "+typeName(a.L.Get(n)))
+}
+
+// fail raises a plain error about this call.
+func (a args) fail(format string, v ...any) {
+	raise(a.L, "%s: %s: %s", a.lib, a.fn, fmt.Sprintf(format, v...))
+}
+
+func (a args) str(n int) string {
+	if s, ok := a.L.Get(n).(lua.LString); ok {
+		return string(s)
+	}
+	a.typeError(n, "string")
+	return ""
+}
+
+// key is a non-empty string.
+func (a args) key(n int) string {
+	s := a.str(n)
+	if s == "" {
+		a.bad(n, "key must not be empty")
+	}
+	return s
+}
+
+func (a args) num(n int) float64 {
+	if v, ok := a.L.Get(n).(lua.LNumber); ok {
+		return float64(v)
+	}
+	a.typeError(n, "number")
+	return 0
+}
+
+func (a args) optNum(n int, def float64) float64 {
+	if a.L.Get(n) == lua.LNil {
+		return def
+	}
+	return a.num(n)
+}
+
+// optMillis is an optional positive duration in milliseconds; 0 when absent.
+func (a args) optMillis(n int, what string) int64 {
+	if a.L.Get(n) == lua.LNil {
+		return 0
+	}
+	v := a.num(n)
+	if v <= 0 || v != v || v > 1e15 {
+		a.bad(n, fmt.Sprintf("%s must be a positive number of milliseconds, got %s", what, lua.LNumber(v).String()))
+	}
+	return int64(v)
+}
+
+func (a args) table(n int) *lua.LTable {
+	if t, ok := a.L.Get(n).(*lua.LTable); ok {
+		return t
+	}
+	a.typeError(n, "table")
+	return nil
+}
+
+func (a args) function(n int) *lua.LFunction {
+	if f, ok := a.L.Get(n).(*lua.LFunction); ok {
+		return f
+	}
+	a.typeError(n, "function")
+	return nil
+}
+
+func (a args) self(n int, typ string) any {
+	if ud, ok := a.L.Get(n).(*lua.LUserData); ok {
+		if mt, ok := ud.Metatable.(*lua.LTable); ok && mt.RawGetString("__name") == lua.LString(typ) {
+			return ud.Value
+		}
+	}
+	a.bad(n, typ+" expected, got "+typeName(a.L.Get(n))+" (call it with ':')")
+	return nil
+}
+
+func typeName(v lua.LValue) string {
+	if v == lua.LNil {
+		return "no value"
+	}
+	return v.Type().String()
+}
+
+// raise raises a Lua error positioned at the user's code: the first stack
+// level that is not a Go function and not part of the embedded runtime.
+func raise(L *lua.LState, format string, v ...any) {
+	L.Error(lua.LString(userWhere(L)+fmt.Sprintf(format, v...)), 0)
+}
+
+func userWhere(L *lua.LState) string {
+	for level := 1; level < 12; level++ {
+		dbg, ok := L.GetStack(level)
+		if !ok {
+			return ""
+		}
+		if _, err := L.GetInfo("Sl", dbg, lua.LNil); err != nil {
+			return ""
+		}
+		if dbg.What == "G" || isRuntimeSource(dbg.Source) {
+			continue
+		}
+		if dbg.CurrentLine <= 0 {
+			return ""
+		}
+		return dbg.Source + ":" + itoa(dbg.CurrentLine) + ": "
+	}
+	return ""
+}
+
+func isRuntimeSource(src string) bool { return strings.HasPrefix(src, shieldlua.ChunkPrefix) }
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

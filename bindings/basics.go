@@ -1,0 +1,132 @@
+package bindings
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// installBasics registers the runtime basics every script relies on:
+// shield.sleep, shield.spawn, shield.now_ms, shield.owner and shield.log.
+func (rt *Runtime) installBasics(lib *lua.LTable) {
+	L := rt.L
+	lib.RawSetString("sleep", rt.blocking(rt.sleep))
+	lib.RawSetString("spawn", L.NewFunction(rt.spawn))
+	lib.RawSetString("now_ms", L.NewFunction(rt.nowMs))
+	lib.RawSetString("owner", L.NewFunction(rt.owner))
+	log := L.NewTable()
+	for _, lv := range []struct {
+		name  string
+		level slog.Level
+	}{{"debug", slog.LevelDebug}, {"info", slog.LevelInfo}, {"warn", slog.LevelWarn}, {"error", slog.LevelError}} {
+		level := lv.level
+		name := lv.name
+		log.RawSetString(name, L.NewFunction(func(L *lua.LState) int { return rt.logAt(L, name, level) }))
+	}
+	lib.RawSetString("log", log)
+}
+
+// blocking wraps a Go function that may call Suspend in the Lua wrapper that
+// unpacks its results and raises its asynchronous errors.
+func (rt *Runtime) blocking(fn lua.LGFunction) lua.LValue {
+	L := rt.L
+	L.Push(rt.wrap)
+	L.Push(L.NewFunction(fn))
+	L.Call(1, 1)
+	v := L.Get(-1)
+	L.Pop(1)
+	return v
+}
+
+func (rt *Runtime) now() time.Time {
+	if rt.svc.Now != nil {
+		return rt.svc.Now()
+	}
+	return time.Now()
+}
+
+// shield.now_ms() -> Unix time in milliseconds.
+func (rt *Runtime) nowMs(L *lua.LState) int {
+	L.Push(lua.LNumber(rt.now().UnixMilli()))
+	return 1
+}
+
+// shield.owner() -> "node_id:service_id:coroutine-N" of the running task.
+func (rt *Runtime) owner(L *lua.LState) int {
+	L.Push(lua.LString(rt.OwnerID(L)))
+	return 1
+}
+
+// shield.sleep(ms): suspends the calling task; 0 yields to other tasks.
+func (rt *Runtime) sleep(L *lua.LState) int {
+	a := argsOf(L, "shield", "sleep")
+	ms := a.num(1)
+	if ms < 0 || ms != ms {
+		a.bad(1, "milliseconds must be >= 0")
+	}
+	d := time.Duration(ms * float64(time.Millisecond))
+	return rt.Suspend(L, "shield.sleep", func(complete func(Result)) {
+		time.AfterFunc(d, func() { complete(func() ([]lua.LValue, error) { return nil, nil }) })
+	})
+}
+
+// shield.spawn(fn, ...) starts fn(...) as a new task and returns at once.
+// An uncaught error in it is logged with its traceback.
+func (rt *Runtime) spawn(L *lua.LState) int {
+	a := argsOf(L, "shield", "spawn")
+	fn := a.function(1)
+	args := make([]lua.LValue, 0, L.GetTop()-1)
+	for i := 2; i <= L.GetTop(); i++ {
+		args = append(args, L.Get(i))
+	}
+	// Start it on the next loop turn: the caller keeps running until it yields.
+	rt.Post(func() { rt.Spawn("spawn", fn, args, nil) })
+	return 0
+}
+
+// shield.log.info(msg [, fields]) and friends: structured logging through
+// log/slog; fields is a table of attributes.
+func (rt *Runtime) logAt(L *lua.LState, name string, level slog.Level) int {
+	a := argsOf(L, "shield.log", name)
+	msg := L.ToStringMeta(L.Get(1)).String()
+	if L.Get(1) == lua.LNil {
+		a.typeError(1, "string")
+	}
+	var attrs []slog.Attr
+	if L.GetTop() >= 2 && L.Get(2) != lua.LNil {
+		fields := a.table(2)
+		keys := make([]string, 0)
+		vals := map[string]lua.LValue{}
+		fields.ForEach(func(k, v lua.LValue) {
+			ks := fmt.Sprint(k)
+			keys = append(keys, ks)
+			vals[ks] = v
+		})
+		sort.Strings(keys)
+		for _, k := range keys {
+			attrs = append(attrs, slog.Any(k, logValue(vals[k])))
+		}
+	}
+	if t := rt.CurrentTask(L); t != nil {
+		attrs = append(attrs, slog.Int64("task", t.ID))
+	}
+	rt.log.LogAttrs(context.Background(), level, msg, attrs...)
+	return 0
+}
+
+func logValue(v lua.LValue) any {
+	switch x := v.(type) {
+	case lua.LNumber:
+		return float64(x)
+	case lua.LBool:
+		return bool(x)
+	case lua.LString:
+		return string(x)
+	default:
+		return v.String()
+	}
+}

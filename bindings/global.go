@@ -1,0 +1,278 @@
+package bindings
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/core/codec"
+	"github.com/shieldrt/shieldglobal/core/kv"
+)
+
+const globalType = "shield.global"
+
+// installGlobal registers shield.global(): one object per runtime whose
+// methods reach the Module's store, cache and pub/sub.
+func (rt *Runtime) installGlobal(lib *lua.LTable, g *Global) {
+	L := rt.L
+	mt := L.NewTable()
+	mt.RawSetString("__name", lua.LString(globalType))
+	methods := L.NewTable()
+	b := &globalBinding{rt: rt, g: g}
+	for _, m := range []struct {
+		name string
+		fn   lua.LGFunction
+	}{
+		{"set", b.set}, {"get", b.get}, {"delete", b.delete},
+		{"mset", b.mset}, {"mget", b.mget},
+		{"incr", b.incr}, {"decr", b.decr},
+		{"get_cached", b.getCached}, {"invalidate", b.invalidate},
+		{"subscribe", b.subscribe}, {"psubscribe", b.psubscribe}, {"publish", b.publish},
+	} {
+		methods.RawSetString(m.name, rt.blocking(m.fn))
+	}
+	mt.RawSetString("__index", methods)
+	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LString(globalType)); return 1 }))
+	ud := L.NewUserData()
+	ud.Value = b
+	ud.Metatable = mt
+	lib.RawSetString("global", L.NewFunction(func(L *lua.LState) int { L.Push(ud); return 1 }))
+	rt.installSubscriptionType()
+}
+
+type globalBinding struct {
+	rt *Runtime
+	g  *Global
+}
+
+func (b *globalBinding) args(L *lua.LState, fn string) args {
+	a := argsOf(L, globalType, fn)
+	a.self(1, globalType)
+	return a
+}
+
+// call runs work inline on the memory backend and off the loop on Redis.
+func (b *globalBinding) call(L *lua.LState, fn string, work func(ctx context.Context) (any, error), convert func(L *lua.LState, v any) []lua.LValue) int {
+	name := globalType + ":" + fn
+	if b.g.Store.Inline() {
+		v, err := work(b.rt.ctx)
+		if err != nil {
+			raise(L, "%s: %s", name, err.Error())
+		}
+		vals := convert(L, v)
+		for _, v := range vals {
+			L.Push(v)
+		}
+		return len(vals)
+	}
+	return b.rt.Await(L, name, work, convert)
+}
+
+// written evicts key locally and tells the other processes.
+func (b *globalBinding) written(ctx context.Context, key string) error {
+	b.g.Evict(key)
+	if b.g.Announce != nil {
+		if err := b.g.Announce(ctx, key); err != nil {
+			return fmt.Errorf("written, but announcing the change to other caches failed: %w", err)
+		}
+	}
+	return nil
+}
+
+func (b *globalBinding) encode(a args, n int) []byte {
+	data, err := codec.Encode(a.L.Get(n))
+	if err != nil {
+		a.bad(n, err.Error())
+	}
+	return data
+}
+
+func decode(data []byte) lua.LValue {
+	if data == nil {
+		return lua.LNil
+	}
+	return codec.DecodeLenient(data)
+}
+
+func pushTrue(*lua.LState, any) []lua.LValue { return []lua.LValue{lua.LTrue} }
+func pushNone(*lua.LState, any) []lua.LValue { return nil }
+func pushValue(_ *lua.LState, v any) []lua.LValue {
+	data, _ := v.([]byte)
+	return []lua.LValue{decode(data)}
+}
+
+// g:set(key, value [, ttl_ms]) -> true. A nil value deletes the key.
+func (b *globalBinding) set(L *lua.LState) int {
+	a := b.args(L, "set")
+	key := a.key(2)
+	ttl := time.Duration(a.optMillis(4, "ttl")) * time.Millisecond
+	if L.Get(3) == lua.LNil {
+		return b.call(L, "set", func(ctx context.Context) (any, error) {
+			if _, err := b.g.Store.Delete(ctx, key); err != nil {
+				return nil, err
+			}
+			return nil, b.written(ctx, key)
+		}, pushTrue)
+	}
+	data := b.encode(a, 3)
+	return b.call(L, "set", func(ctx context.Context) (any, error) {
+		if err := b.g.Store.Set(ctx, key, data, ttl); err != nil {
+			return nil, err
+		}
+		return nil, b.written(ctx, key)
+	}, pushTrue)
+}
+
+// g:get(key) -> value or nil.
+func (b *globalBinding) get(L *lua.LState) int {
+	a := b.args(L, "get")
+	key := a.key(2)
+	return b.call(L, "get", func(ctx context.Context) (any, error) {
+		v, _, err := b.g.Store.Get(ctx, key)
+		return v, err
+	}, pushValue)
+}
+
+// g:delete(key) -> true when the key existed.
+func (b *globalBinding) delete(L *lua.LState) int {
+	a := b.args(L, "delete")
+	key := a.key(2)
+	return b.call(L, "delete", func(ctx context.Context) (any, error) {
+		existed, err := b.g.Store.Delete(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return existed, b.written(ctx, key)
+	}, func(_ *lua.LState, v any) []lua.LValue { return []lua.LValue{lua.LBool(v.(bool))} })
+}
+
+// g:mset({k = v, ...} [, ttl_ms]) -> true.
+func (b *globalBinding) mset(L *lua.LState) int {
+	a := b.args(L, "mset")
+	t := a.table(2)
+	ttl := time.Duration(a.optMillis(3, "ttl")) * time.Millisecond
+	var pairs []kv.Pair
+	var bad string
+	t.ForEach(func(k, v lua.LValue) {
+		ks, ok := k.(lua.LString)
+		if !ok || ks == "" {
+			if bad == "" {
+				bad = fmt.Sprintf("keys must be non-empty strings, got %s %s", k.Type(), k.String())
+			}
+			return
+		}
+		data, err := codec.Encode(v)
+		if err != nil && bad == "" {
+			bad = fmt.Sprintf("value of %q: %v", string(ks), err)
+		}
+		pairs = append(pairs, kv.Pair{Key: string(ks), Value: data})
+	})
+	if bad != "" {
+		a.bad(2, bad)
+	}
+	return b.call(L, "mset", func(ctx context.Context) (any, error) {
+		if err := b.g.Store.MSet(ctx, pairs, ttl); err != nil {
+			return nil, err
+		}
+		for _, p := range pairs {
+			if err := b.written(ctx, p.Key); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}, pushTrue)
+}
+
+// g:mget(k1, k2, ...) or g:mget({k1, k2}) -> {k1 = v1, ...}; missing keys are absent.
+func (b *globalBinding) mget(L *lua.LState) int {
+	a := b.args(L, "mget")
+	var keys []string
+	if t, ok := L.Get(2).(*lua.LTable); ok && L.GetTop() == 2 {
+		for i := 1; i <= t.Len(); i++ {
+			s, ok := t.RawGetInt(i).(lua.LString)
+			if !ok || s == "" {
+				a.bad(2, fmt.Sprintf("key #%d must be a non-empty string", i))
+			}
+			keys = append(keys, string(s))
+		}
+	} else {
+		for i := 2; i <= L.GetTop(); i++ {
+			keys = append(keys, a.key(i))
+		}
+	}
+	return b.call(L, "mget", func(ctx context.Context) (any, error) {
+		return b.g.Store.MGet(ctx, keys)
+	}, func(L *lua.LState, v any) []lua.LValue {
+		vals := v.([][]byte)
+		out := L.CreateTable(0, len(keys))
+		for i, k := range keys {
+			if vals[i] != nil {
+				out.RawSetString(k, decode(vals[i]))
+			}
+		}
+		return []lua.LValue{out}
+	})
+}
+
+// g:incr(key [, delta=1]) -> new value; a missing key counts from 0.
+func (b *globalBinding) incr(L *lua.LState) int { return b.add(L, "incr", 1) }
+
+// g:decr(key [, delta=1]) -> new value.
+func (b *globalBinding) decr(L *lua.LState) int { return b.add(L, "decr", -1) }
+
+func (b *globalBinding) add(L *lua.LState, fn string, sign float64) int {
+	a := b.args(L, fn)
+	key := a.key(2)
+	delta := a.optNum(3, 1) * sign
+	if delta != delta || delta > 1e300 || delta < -1e300 {
+		a.bad(3, "delta must be a finite number")
+	}
+	return b.call(L, fn, func(ctx context.Context) (any, error) {
+		n, err := b.g.Store.IncrBy(ctx, key, delta)
+		if err != nil {
+			return nil, err
+		}
+		return n, b.written(ctx, key)
+	}, func(_ *lua.LState, v any) []lua.LValue { return []lua.LValue{lua.LNumber(v.(float64))} })
+}
+
+// g:get_cached(key [, ttl_ms]) -> value: served from the process-local cache
+// while fresh, else read and cached for ttl (global.cache.default_ttl).
+func (b *globalBinding) getCached(L *lua.LState) int {
+	a := b.args(L, "get_cached")
+	key := a.key(2)
+	ttl := time.Duration(a.optMillis(3, "ttl")) * time.Millisecond
+	if ttl == 0 {
+		ttl = b.g.CacheTTL
+	}
+	c := b.g.Cache
+	if c != nil {
+		if data, ok := c.Get(key); ok {
+			L.Push(decode(data))
+			return 1
+		}
+	}
+	var version uint64
+	if c != nil {
+		version = c.Version(key) // a concurrent invalidation makes the read below uncacheable
+	}
+	return b.call(L, "get_cached", func(ctx context.Context) (any, error) {
+		v, found, err := b.g.Store.Get(ctx, key)
+		if err == nil && found && c != nil {
+			c.PutIfVersion(version, key, v, ttl)
+		}
+		return v, err
+	}, pushValue)
+}
+
+// g:invalidate(key): evicts key from this process's cache and, with
+// cache.sync, from every other process's.
+func (b *globalBinding) invalidate(L *lua.LState) int {
+	a := b.args(L, "invalidate")
+	key := a.key(2)
+	return b.call(L, "invalidate", func(ctx context.Context) (any, error) {
+		return nil, b.written(ctx, key)
+	}, pushNone)
+}

@@ -1,0 +1,176 @@
+package bindings
+
+import (
+	"context"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/core/codec"
+	"github.com/shieldrt/shieldglobal/core/pubsub"
+)
+
+const subscriptionType = "shield.subscription"
+
+// maxPending bounds the messages a slow subscriber may have queued; beyond
+// it the oldest are dropped (pub/sub is at-most-once) and the drop is logged.
+const maxPending = 10000
+
+// subscription delivers one channel's (or pattern's) messages to a Lua
+// function, one message at a time, each call a task of its own: fn may block,
+// and the next message waits until it returns. Loop-only except deliver.
+type subscription struct {
+	rt      *Runtime
+	fn      *lua.LFunction
+	name    string // channel or pattern, for logs
+	bus     pubsub.Subscription
+	pending []pubsub.Message
+	running bool
+	closed  bool
+	inline  bool // the bus is in-process: unsubscribing does no I/O
+	dropped int
+}
+
+// handler is called by the bus on its own goroutine: hand over to the loop.
+func (s *subscription) handler(m pubsub.Message) {
+	s.rt.Post(func() { s.deliver(m) })
+}
+
+func (s *subscription) deliver(m pubsub.Message) {
+	if s.closed {
+		return
+	}
+	if len(s.pending) >= maxPending {
+		s.pending = s.pending[1:]
+		s.dropped++
+		if s.dropped == 1 || s.dropped%1000 == 0 {
+			s.rt.log.Warn("shield: subscriber too slow, dropped messages", "channel", s.name, "dropped", s.dropped)
+		}
+	}
+	s.pending = append(s.pending, m)
+	if !s.running {
+		s.next()
+	}
+}
+
+func (s *subscription) next() {
+	if s.closed || len(s.pending) == 0 {
+		s.running = false
+		return
+	}
+	m := s.pending[0]
+	s.pending = s.pending[1:]
+	s.running = true
+	args := []lua.LValue{lua.LString(m.Channel), decode(m.Payload)}
+	if m.Pattern != "" {
+		args = append(args, lua.LString(m.Pattern))
+	}
+	s.rt.Spawn("subscriber "+s.name, s.fn, args, func(err error) {
+		if err != nil {
+			s.rt.callbackFailed("subscriber", s.name, err)
+		}
+		s.next()
+	})
+}
+
+// stop ends delivery at once and returns the bus subscription to cancel
+// (nil when there is none or it was already stopped).
+func (s *subscription) stop() pubsub.Subscription {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.pending = nil
+	s.rt.Unref()
+	return s.bus
+}
+
+// close stops delivery and unsubscribes off the loop (used at shutdown).
+func (s *subscription) close() {
+	if bs := s.stop(); bs != nil {
+		go bs.Unsubscribe()
+	}
+}
+
+// callbackFailed logs a callback's uncaught error with its traceback and
+// counts it; the subscription (or schedule) carries on.
+func (rt *Runtime) callbackFailed(kind, name string, err error) {
+	rt.callbackErrors++
+	rt.log.Error("shield: callback failed", "kind", kind, "name", name, "error", err.Error())
+}
+
+func (rt *Runtime) installSubscriptionType() {
+	L := rt.L
+	mt := L.NewTypeMetatable(subscriptionType)
+	mt.RawSetString("__name", lua.LString(subscriptionType))
+	methods := L.NewTable()
+	methods.RawSetString("unsubscribe", rt.blocking(rt.unsubscribe))
+	mt.RawSetString("__index", methods)
+}
+
+// sub:unsubscribe(): no message is delivered after it returns; the server
+// side is unsubscribed too. Idempotent.
+func (rt *Runtime) unsubscribe(L *lua.LState) int {
+	s := argsOf(L, subscriptionType, "unsubscribe").self(1, subscriptionType).(*subscription)
+	bs := s.stop()
+	if bs == nil {
+		return 0
+	}
+	if s.inline {
+		bs.Unsubscribe()
+		return 0
+	}
+	return rt.Await(L, subscriptionType+":unsubscribe", func(context.Context) (any, error) {
+		bs.Unsubscribe()
+		return nil, nil
+	}, pushNone)
+}
+
+// g:subscribe(channel, fn) -> subscription; fn(channel, message) runs as a task.
+func (b *globalBinding) subscribe(L *lua.LState) int { return b.sub(L, "subscribe", false) }
+
+// g:psubscribe(pattern, fn) -> subscription; fn(channel, message, pattern).
+func (b *globalBinding) psubscribe(L *lua.LState) int { return b.sub(L, "psubscribe", true) }
+
+func (b *globalBinding) sub(L *lua.LState, fn string, pattern bool) int {
+	a := b.args(L, fn)
+	name := a.key(2)
+	s := &subscription{rt: b.rt, fn: a.function(3), name: name, inline: b.g.Store.Inline()}
+	b.rt.Ref()
+	b.rt.OnClose(s.close)
+	return b.call(L, fn, func(ctx context.Context) (any, error) {
+		var bs pubsub.Subscription
+		var err error
+		if pattern {
+			bs, err = b.g.Bus.PSubscribe(ctx, name, s.handler)
+		} else {
+			bs, err = b.g.Bus.Subscribe(ctx, name, s.handler)
+		}
+		if err != nil {
+			b.rt.Post(s.close)
+			return nil, err
+		}
+		return bs, nil
+	}, func(L *lua.LState, v any) []lua.LValue {
+		s.bus = v.(pubsub.Subscription)
+		if s.closed { // the runtime closed while subscribing
+			go s.bus.Unsubscribe()
+		}
+		ud := L.NewUserData()
+		ud.Value = s
+		ud.Metatable = L.GetTypeMetatable(subscriptionType)
+		return []lua.LValue{ud}
+	})
+}
+
+// g:publish(channel, message) -> number of receivers.
+func (b *globalBinding) publish(L *lua.LState) int {
+	a := b.args(L, "publish")
+	ch := a.key(2)
+	data, err := codec.Encode(L.Get(3))
+	if err != nil {
+		a.bad(3, err.Error())
+	}
+	return b.call(L, "publish", func(ctx context.Context) (any, error) {
+		return b.g.Bus.Publish(ctx, ch, data)
+	}, func(_ *lua.LState, v any) []lua.LValue { return []lua.LValue{lua.LNumber(v.(int64))} })
+}

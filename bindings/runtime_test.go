@@ -1,0 +1,271 @@
+package bindings
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// newTestRuntime starts a runtime with only the basics (no capability).
+func newTestRuntime(t *testing.T, svc *Services) *Runtime {
+	t.Helper()
+	L := lua.NewState()
+	rt, err := NewRuntime(L, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(time.Second); L.Close() })
+	return rt
+}
+
+// run runs src as a task and returns its error.
+func run(t *testing.T, rt *Runtime, src string) error {
+	t.Helper()
+	return rt.RunString(src, "test.lua")
+}
+
+func mustRun(t *testing.T, rt *Runtime, src string) {
+	t.Helper()
+	if err := run(t, rt, src); err != nil {
+		t.Fatalf("unexpected error: %v", err)
+	}
+}
+
+func global(t *testing.T, rt *Runtime, name string) lua.LValue {
+	t.Helper()
+	var v lua.LValue
+	if err := rt.Do(func(L *lua.LState) error { v = L.GetGlobal(name); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestSleepSuspendsOnlyTheCallingTask(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	mustRun(t, rt, `
+		order = {}
+		shield.spawn(function() shield.sleep(30); order[#order+1] = "slow" end)
+		shield.spawn(function() shield.sleep(1); order[#order+1] = "fast" end)
+		order[#order+1] = "main"
+	`)
+	if _, err := rt.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := global(t, rt, "order").(*lua.LTable)
+	want := []string{"main", "fast", "slow"}
+	for i, w := range want {
+		if got.RawGetInt(i+1).String() != w {
+			t.Fatalf("order[%d] = %v, want %s", i+1, got.RawGetInt(i+1), w)
+		}
+	}
+}
+
+func TestBlockingCallResultsAtFixedCountCallSites(t *testing.T) {
+	// Resumed calls must fill every register a call site expects (gopher-lua
+	// leaves Go nil there otherwise): local a, b, c = blocking().
+	rt := newTestRuntime(t, nil)
+	mustRun(t, rt, `
+		local a, b, c = shield.sleep(1)
+		assert(a == nil and b == nil and c == nil)
+		local t = { shield.sleep(1) }
+		assert(#t == 0)
+		local function tail() return shield.sleep(1) end
+		local x, y = tail()
+		assert(x == nil and y == nil)
+		result = "ok"
+	`)
+	if v := global(t, rt, "result"); v.String() != "ok" {
+		t.Fatalf("result = %v", v)
+	}
+}
+
+func TestYieldSafePcall(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	mustRun(t, rt, `
+		-- a blocking call inside pcall suspends the task and pcall returns its results
+		local ok, v = pcall(function() shield.sleep(5); return 42 end)
+		assert(ok == true and v == 42, "pcall around sleep: " .. tostring(ok) .. " " .. tostring(v))
+		-- errors are caught, with position
+		local ok2, err = pcall(function() shield.sleep(1); error("boom") end)
+		assert(ok2 == false and err:find("boom"), tostring(err))
+		-- non-string error values pass through
+		local ok3, e3 = pcall(error, {code = 7})
+		assert(not ok3 and e3.code == 7)
+		-- nested pcall with blocking inside
+		local ok4, a, b = pcall(pcall, function() shield.sleep(1); return 1, 2 end)
+		assert(ok4 and a == true and b == 1)
+		-- xpcall with a handler and arguments (5.2 form)
+		local ok5, h = xpcall(function(x) shield.sleep(1); error("x=" .. x, 0) end, function(e) return "handled " .. e end, 9)
+		assert(not ok5 and h == "handled x=9", h)
+		-- many pcalls reuse pooled workers without growing the stack
+		for i = 1, 20000 do assert(select(2, pcall(function(n) return n end, i)) == i) end
+		-- a user coroutine that blocks inside, driven by coroutine.wrap
+		local gen = coroutine.wrap(function() for i = 1, 3 do shield.sleep(1); coroutine.yield(i) end end)
+		assert(gen() == 1 and gen() == 2 and gen() == 3)
+		-- user yields inside pcall inside a coroutine pass through (Lua 5.2 semantics)
+		local co = coroutine.create(function() return pcall(function() local v = coroutine.yield("y1"); return v * 2 end) end)
+		local _, y = coroutine.resume(co)
+		assert(y == "y1")
+		local _, pok, pv = coroutine.resume(co, 21)
+		assert(pok == true and pv == 42)
+		result = "ok"
+	`)
+	if v := global(t, rt, "result"); v.String() != "ok" {
+		t.Fatalf("result = %v", v)
+	}
+}
+
+// Every context of the notes' table where gopher-lua cannot yield must raise
+// a clear error naming the call — never corrupt the state or panic.
+func TestCallModeContexts(t *testing.T) {
+	cases := map[string]string{
+		"__index metamethod": `local t = setmetatable({}, {__index = function() shield.sleep(1) end}); local _ = t.x`,
+		"__add metamethod":   `local t = setmetatable({}, {__add = function() shield.sleep(1) end}); local _ = t + 1`,
+		"__tostring":         `local t = setmetatable({}, {__tostring = function() shield.sleep(1); return "" end}); tostring(t)`,
+		"for-in iterator":    `for _ in function() shield.sleep(1) end do end`,
+		"table.sort":         `table.sort({3, 2, 1}, function(a, b) shield.sleep(1); return a < b end)`,
+		"string.gsub":        `string.gsub("abc", "%w", function(c) shield.sleep(1) end)`,
+		"require top level":  `package.preload["blocky"] = function() shield.sleep(1) end; require("blocky")`,
+	}
+	for name, src := range cases {
+		t.Run(name, func(t *testing.T) {
+			rt := newTestRuntime(t, nil)
+			err := run(t, rt, src)
+			if err == nil || !strings.Contains(err.Error(), "shield.sleep: cannot block here") {
+				t.Fatalf("want a 'cannot block here' error, got %v", err)
+			}
+			// The state is still healthy: another task runs and blocks fine.
+			mustRun(t, rt, `shield.sleep(1); healthy = true`)
+			if global(t, rt, "healthy") != lua.LTrue {
+				t.Fatal("runtime unhealthy after the error")
+			}
+		})
+	}
+}
+
+func TestBlockingOutsideTasksWaitsSynchronously(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	err := rt.Do(func(L *lua.LState) error {
+		return L.DoString(`shield.sleep(5); outside = "done"`)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := global(t, rt, "outside"); v.String() != "done" {
+		t.Fatalf("outside = %v", v)
+	}
+}
+
+func TestTaskErrorCarriesTraceback(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	err := run(t, rt, `
+		local function inner() shield.sleep(1); error("deep failure") end
+		local function outer() inner() end
+		outer()
+	`)
+	var te *TaskError
+	if !errors.As(err, &te) {
+		t.Fatalf("want *TaskError, got %T %v", err, err)
+	}
+	if !strings.Contains(te.Message, "test.lua:2: deep failure") {
+		t.Errorf("message = %q", te.Message)
+	}
+	for _, want := range []string{"stack traceback:", "test.lua:2: in function 'inner'", "test.lua:3: in function 'outer'", "test.lua:4: in main chunk"} {
+		if !strings.Contains(te.Traceback, want) {
+			t.Errorf("traceback lacks %q:\n%s", want, te.Traceback)
+		}
+	}
+}
+
+func TestArgumentErrorsNameTheCallAndLine(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	cases := map[string]string{
+		`shield.sleep("x")`:       `test.lua:1: shield: bad argument #1 to 'sleep' (number expected, got string)`,
+		`shield.sleep(-1)`:        `test.lua:1: shield: bad argument #1 to 'sleep' (milliseconds must be >= 0)`,
+		`shield.spawn(42)`:        `test.lua:1: shield: bad argument #1 to 'spawn' (function expected, got number)`,
+		`shield.log.info()`:       `test.lua:1: shield.log: bad argument #1 to 'info' (string expected, got no value)`,
+		`shield.log.info("m", 5)`: `test.lua:1: shield.log: bad argument #2 to 'info' (table expected, got number)`,
+	}
+	for src, want := range cases {
+		err := run(t, rt, src)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", src, err, want)
+		}
+	}
+}
+
+func TestOwnerIdentity(t *testing.T) {
+	rt := newTestRuntime(t, &Services{Owner: Owner{NodeID: "node-1", ServiceID: 12345}})
+	mustRun(t, rt, `
+		me = shield.owner()
+		shield.spawn(function() other = shield.owner() end)
+		shield.sleep(1)
+	`)
+	me, other := global(t, rt, "me").String(), global(t, rt, "other").String()
+	if !strings.HasPrefix(me, "node-1:12345:coroutine-") || !strings.HasPrefix(other, "node-1:12345:coroutine-") || me == other {
+		t.Fatalf("owners %q %q", me, other)
+	}
+}
+
+func TestNowMsUsesTheInjectedClock(t *testing.T) {
+	at := time.UnixMilli(1234567890000)
+	rt := newTestRuntime(t, &Services{Now: func() time.Time { return at }})
+	mustRun(t, rt, `now = shield.now_ms()`)
+	if v := global(t, rt, "now"); v != lua.LNumber(1234567890000) {
+		t.Fatalf("now = %v", v)
+	}
+}
+
+func TestWaitReturnsWhenIdleAndCountsFailures(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	mustRun(t, rt, `shield.spawn(function() shield.sleep(5); error("spawned failure") end)`)
+	failures, err := rt.Wait(context.Background())
+	if err != nil || failures != 1 {
+		t.Fatalf("failures = %d, err = %v", failures, err)
+	}
+}
+
+func TestCloseLetsRunningTasksFinishWithinGrace(t *testing.T) {
+	L := lua.NewState()
+	defer L.Close()
+	rt, err := NewRuntime(L, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished := make(chan struct{})
+	if err := rt.Do(func(L *lua.LState) error {
+		L.SetGlobal("finished", L.NewFunction(func(*lua.LState) int { close(finished); return 0 }))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, rt, `shield.spawn(function() shield.sleep(20); finished() end)`)
+	rt.Close(5 * time.Second)
+	select {
+	case <-finished:
+	default:
+		t.Fatal("the running task did not finish before Close returned")
+	}
+	if err := rt.Do(func(*lua.LState) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Do after Close: %v", err)
+	}
+}
+
+func TestPlainYieldAtTaskTopLevelYieldsToOtherTasks(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	mustRun(t, rt, `
+		seq = ""
+		shield.spawn(function() for i = 1, 3 do seq = seq .. "a"; coroutine.yield() end end)
+		shield.spawn(function() for i = 1, 3 do seq = seq .. "b"; coroutine.yield() end end)
+	`)
+	if _, err := rt.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v := global(t, rt, "seq").String(); v != "ababab" {
+		t.Fatalf("seq = %q", v)
+	}
+}

@@ -1,0 +1,62 @@
+package bindings
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/core/kv"
+	"github.com/shieldrt/shieldglobal/core/pubsub"
+)
+
+// Services is what the process-wide Module hands every runtime. A nil
+// capability is not registered in Lua.
+type Services struct {
+	Log   *slog.Logger
+	Owner Owner
+	// Now is the clock of shield.now_ms (time.Now when nil).
+	Now    func() time.Time
+	Global *Global
+}
+
+// Owner is the identity of this process in lock owners and logs.
+type Owner struct {
+	NodeID      string
+	ServiceID   int64
+	ServiceName string
+}
+
+// Global backs shield.global(): the store, the process-local cache and
+// pub/sub. Shared by every runtime of the Module.
+type Global struct {
+	Store kv.Store
+	Bus   pubsub.Bus
+	// Cache is nil when global.cache.enabled is false: get_cached reads through.
+	Cache *kv.Cache
+	// CacheTTL is the ttl of get_cached without one (global.cache.default_ttl).
+	CacheTTL time.Duration
+	// Announce tells other processes that key changed so they evict it; nil
+	// when global.cache.sync is off or there is no other process (memory).
+	Announce func(ctx context.Context, key string) error
+}
+
+// Evict drops key from the local cache.
+func (g *Global) Evict(key string) {
+	if g.Cache != nil {
+		g.Cache.Evict(key)
+	}
+}
+
+// OwnerID is the lock-owner identity of the task running L:
+// "node_id:service_id:coroutine-N" ("...:main" outside tasks). Loop only.
+func (rt *Runtime) OwnerID(L *lua.LState) string {
+	o := rt.svc.Owner
+	prefix := o.NodeID + ":" + strconv.FormatInt(o.ServiceID, 10) + ":"
+	if t := rt.CurrentTask(L); t != nil {
+		return prefix + "coroutine-" + strconv.FormatInt(t.ID, 10)
+	}
+	return prefix + "main"
+}

@@ -1,0 +1,159 @@
+// Command shield runs Lua scripts and Lua spec files on shield_global.
+//
+//	shield run  [--config F] script.lua [args...]
+//	shield test [--config F] [paths...]        (default: testdata/lua)
+//
+// Without --config (or a Redis URL in SHIELD_REDIS_URL) everything runs on
+// the embedded memory backend.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	shieldglobal "github.com/shieldrt/shieldglobal"
+	"github.com/shieldrt/shieldglobal/bindings"
+	"github.com/shieldrt/shieldglobal/config"
+)
+
+const usage = `usage:
+  shield run  [--config FILE] script.lua [args...]   run a script; stays up while it has subscriptions or scheduled work
+  shield test [--config FILE] [paths...]             run *_spec.lua files (default testdata/lua)
+`
+
+// grace is how long running tasks get to finish on SIGINT/SIGTERM.
+const grace = 5 * time.Second
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(argv []string, stdout, stderr io.Writer) int {
+	if len(argv) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd := argv[0]
+	fs := flag.NewFlagSet("shield "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "YAML config file (default: built-in defaults, memory backend)")
+	if err := fs.Parse(argv[1:]); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "shield: %v\n", err)
+		return 2
+	}
+	mod, err := shieldglobal.New(cfg, shieldglobal.WithLogger(log))
+	if err != nil {
+		fmt.Fprintf(stderr, "%v\n", err)
+		return 1
+	}
+	defer mod.Close()
+	switch cmd {
+	case "run":
+		if fs.NArg() < 1 {
+			fmt.Fprint(stderr, usage)
+			return 2
+		}
+		return runScript(mod, fs.Arg(0), fs.Args()[1:], stderr)
+	case "test":
+		paths := fs.Args()
+		if len(paths) == 0 {
+			paths = []string{"testdata/lua"}
+		}
+		res, err := mod.RunSpecs(paths, stdout)
+		if err != nil {
+			fmt.Fprintf(stderr, "shield test: %v\n", err)
+			return 2
+		}
+		line := fmt.Sprintf("%d passed, %d failed", res.Passed, res.Failed)
+		if res.Skipped > 0 {
+			line += fmt.Sprintf(", %d skipped", res.Skipped)
+		}
+		fmt.Fprintln(stdout, line)
+		if res.Failed > 0 {
+			return 1
+		}
+		return 0
+	default:
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+}
+
+func loadConfig(path string) (config.Config, error) {
+	if path == "" {
+		cfg := config.Default()
+		cfg.ApplyEnv(os.Getenv)
+		return cfg, cfg.Validate()
+	}
+	return config.Load(path)
+}
+
+// runScript runs the main chunk, then keeps the process up while the script
+// has subscriptions, timers or tasks, until it is idle or SIGINT/SIGTERM.
+// Exit status: 0, or 1 when the main chunk or a spawned task raised.
+func runScript(mod *shieldglobal.Module, path string, scriptArgs []string, stderr io.Writer) int {
+	L := lua.NewState()
+	defer L.Close()
+	rt, err := mod.NewRuntime(L)
+	if err != nil {
+		fmt.Fprintf(stderr, "shield: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	args := make([]lua.LValue, len(scriptArgs))
+	for i, a := range scriptArgs {
+		args[i] = lua.LString(a)
+	}
+	if err := rt.Do(func(L *lua.LState) error { L.SetGlobal("arg", argTable(L, path, scriptArgs)); return nil }); err != nil {
+		fmt.Fprintf(stderr, "shield: %v\n", err)
+		return 1
+	}
+	status := 0
+	if err := rt.RunFile(path, args...); err != nil {
+		fmt.Fprintf(stderr, "shield: %s: %v\n", path, err)
+		var te *bindings.TaskError
+		if !errors.As(err, &te) {
+			rt.Close(grace)
+			return 1
+		}
+		status = 1
+	}
+	if status == 0 {
+		failures, err := rt.Wait(ctx)
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintf(stderr, "shield: %v\n", err)
+			status = 1
+		}
+		if failures > 0 {
+			status = 1
+		}
+	}
+	rt.Close(grace)
+	return status
+}
+
+// argTable builds the conventional `arg` global: arg[0] is the script.
+func argTable(L *lua.LState, script string, args []string) *lua.LTable {
+	t := L.NewTable()
+	t.RawSetInt(0, lua.LString(script))
+	for i, a := range args {
+		t.RawSetInt(i+1, lua.LString(a))
+	}
+	return t
+}

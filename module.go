@@ -1,0 +1,252 @@
+// Package shieldglobal gives gopher-lua scripts of a game server the global
+// capabilities of shield_global as the shield.* namespace: shared data with a
+// local cache and pub/sub today (locks, ranks, queues, rate limiters and a
+// scheduler build on the same runtime), backed by Redis when several
+// processes share state and by an in-process backend otherwise.
+//
+// One Module per process; one Runtime per *lua.LState:
+//
+//	cfg, err := shieldglobal.LoadConfig("global.yaml")
+//	mod, err := shieldglobal.New(cfg)
+//	defer mod.Close()
+//	rt, err := mod.NewRuntime(lua.NewState())
+//	defer rt.Close(5 * time.Second)
+//	err = rt.RunFile("main.lua")
+package shieldglobal
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/bindings"
+	"github.com/shieldrt/shieldglobal/config"
+	"github.com/shieldrt/shieldglobal/core/kv"
+	"github.com/shieldrt/shieldglobal/core/pubsub"
+	"github.com/shieldrt/shieldglobal/core/store"
+)
+
+// Config is the module configuration (see config/global.yaml).
+type Config = config.Config
+
+// Runtime runs one Lua state; see bindings.Runtime.
+type Runtime = bindings.Runtime
+
+// LoadConfig reads and strictly validates a YAML config file.
+func LoadConfig(path string) (Config, error) { return config.Load(path) }
+
+// DefaultConfig returns the documented defaults (memory backend).
+func DefaultConfig() Config { return config.Default() }
+
+// Option customises New.
+type Option func(*options)
+
+type options struct {
+	client redis.UniversalClient
+	log    *slog.Logger
+}
+
+// WithRedisClient hands the module the host's own client: what
+// global.redis.inherit: true refers to. The module never closes it.
+func WithRedisClient(c redis.UniversalClient) Option { return func(o *options) { o.client = c } }
+
+// WithLogger sets the logger of the module and its Lua scripts (shield.log).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// Backend names which backend a Module runs on.
+type Backend string
+
+// The backends.
+const (
+	BackendNone   Backend = "none" // global.enabled is false
+	BackendMemory Backend = "memory"
+	BackendRedis  Backend = "redis"
+)
+
+// Module is the process-wide part of shield_global: config, backend clients
+// and state shared by every Lua state of the process. Goroutine-safe.
+type Module struct {
+	Config  Config
+	Backend Backend
+	Log     *slog.Logger
+
+	// Redis is the client in use (nil on the memory backend or when disabled).
+	Redis redis.UniversalClient
+	// KV, Bus and Cache back shield.global(); nil when the module is disabled
+	// (Cache also when global.cache.enabled is false).
+	KV    kv.Store
+	Bus   pubsub.Bus
+	Cache *kv.Cache
+
+	global     *bindings.Global
+	owner      bindings.Owner
+	ownsClient bool
+	instance   string     // tells this process's cache announcements from others'
+	cacheBus   pubsub.Bus // carries cache invalidations (its own connection)
+	closeOnce  sync.Once
+}
+
+// New builds the Module cfg describes. With global.enabled false it returns a
+// Module with no capability, opens no connection and starts no goroutine.
+// Errors: an invalid config, global.redis.inherit without WithRedisClient, or
+// Redis not answering (the error says where it tried).
+func New(cfg Config, opts ...Option) (*Module, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := o.log
+	if log == nil {
+		log = slog.Default()
+	}
+	m := &Module{Config: cfg, Backend: BackendNone, Log: log}
+	nodeID, err := cfg.Global.EffectiveNodeID()
+	if err != nil {
+		return nil, err
+	}
+	m.owner = bindings.Owner{NodeID: nodeID, ServiceID: cfg.Global.ServiceID, ServiceName: cfg.Global.EffectiveServiceName()}
+	if !cfg.Global.Enabled {
+		return m, nil
+	}
+	if err := m.connect(o.client); err != nil {
+		return nil, err
+	}
+	if err := m.startGlobal(); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Module) connect(host redis.UniversalClient) error {
+	r := m.Config.Global.Redis
+	switch {
+	case r.Inherit && host == nil:
+		return errors.New("shield: global.redis.inherit is true but no client was handed to New (use WithRedisClient)")
+	case r.Inherit:
+		m.Redis = host
+	case r.Configured():
+		c, err := store.NewClient(r)
+		if err != nil {
+			return fmt.Errorf("shield: %w", err)
+		}
+		m.Redis, m.ownsClient = c, true
+	default:
+		m.Backend = BackendMemory
+		m.Log.Info("shield: no Redis configured (global.redis), using the in-process memory backend")
+		return nil
+	}
+	m.Backend = BackendRedis
+	if err := store.Ping(context.Background(), m.Redis, store.Describe(r), 5*time.Second); err != nil {
+		if m.ownsClient {
+			m.Redis.Close()
+		}
+		return fmt.Errorf("shield: global.redis: %w", err)
+	}
+	return nil
+}
+
+func (m *Module) startGlobal() error {
+	c := m.Config.Global.Cache
+	keys := store.Keys{Prefix: m.Config.Global.Redis.Prefix}
+	g := &bindings.Global{CacheTTL: config.Millis(c.DefaultTTL)}
+	if c.Enabled {
+		m.Cache = kv.NewCache(c.MaxSize, nil)
+		g.Cache = m.Cache
+	}
+	if m.Backend == BackendMemory {
+		m.KV, m.Bus = kv.NewMemory(), pubsub.NewMemory()
+	} else {
+		m.KV = kv.NewRedis(m.Redis, keys.Prefix)
+		m.Bus = pubsub.NewRedis(m.Redis, keys.PubSubPrefix(), pubsub.Events{})
+		if c.Enabled && c.Sync {
+			if err := m.startCacheSync(g, keys); err != nil {
+				return err
+			}
+		}
+	}
+	g.Store, g.Bus = m.KV, m.Bus
+	m.global = g
+	return nil
+}
+
+// startCacheSync subscribes to the invalidation channel. While that
+// connection is down the cache is bypassed, and it is cleared when it comes
+// back: announcements may have been missed, so nothing stale is ever served.
+func (m *Module) startCacheSync(g *bindings.Global, keys store.Keys) error {
+	var id [8]byte
+	rand.Read(id[:])
+	m.instance = hex.EncodeToString(id[:])
+	m.cacheBus = pubsub.NewRedis(m.Redis, keys.Prefix+"cache:", pubsub.Events{
+		// SetBypass clears the cache whenever it flips.
+		Down: func(err error) {
+			m.Cache.SetBypass(true)
+			m.Log.Warn("shield: cache invalidation channel down; local cache bypassed", "error", err)
+		},
+		Up: func() {
+			m.Cache.SetBypass(false)
+			m.Log.Info("shield: cache invalidation channel back; local cache cleared")
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := m.cacheBus.Subscribe(ctx, "invalidate", func(msg pubsub.Message) {
+		origin, key, ok := strings.Cut(string(msg.Payload), "\n")
+		if ok && origin != m.instance {
+			g.Evict(key)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("shield: global.cache.sync: %w", err)
+	}
+	g.Announce = func(ctx context.Context, key string) error {
+		_, err := m.cacheBus.Publish(ctx, "invalidate", []byte(m.instance+"\n"+key))
+		return err
+	}
+	return nil
+}
+
+// NewRuntime installs shield into L and starts its loop. L then belongs to
+// the runtime: reach it only through Runtime.Do / RunFile / RunString.
+func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
+	return bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global})
+}
+
+// CacheStats reports the local cache (zero when it is off).
+func (m *Module) CacheStats() kv.CacheStats {
+	if m.Cache == nil {
+		return kv.CacheStats{}
+	}
+	return m.Cache.Stats()
+}
+
+// Close releases what the module opened: pub/sub connections and goroutines
+// and its own Redis client (not one handed in with WithRedisClient). Close
+// runtimes first. Idempotent.
+func (m *Module) Close() error {
+	var err error
+	m.closeOnce.Do(func() {
+		if m.cacheBus != nil {
+			err = errors.Join(err, m.cacheBus.Close())
+		}
+		if m.Bus != nil {
+			err = errors.Join(err, m.Bus.Close())
+		}
+		if m.ownsClient && m.Redis != nil {
+			err = errors.Join(err, m.Redis.Close())
+		}
+	})
+	return err
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# with-redis.sh CMD...: runs CMD with a throwaway standalone Redis and a
+# three-master Redis Cluster on free loopback ports, then stops both.
+#
+# It installs redis-server from Debian packages when missing, and exports
+#   SHIELD_TEST_REDIS_URL      redis://127.0.0.1:PORT/0 (standalone)
+#   SHIELD_TEST_REDIS_CLUSTER  host:port,host:port,host:port (cluster seeds)
+# for the Go tests (internal/testredis reads them).
+set -euo pipefail
+
+if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+  echo "with-redis: installing redis-server from Debian packages" >&2
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq redis-server >/dev/null
+fi
+
+dir=$(mktemp -d /tmp/shield-redis.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$dir"
+}
+trap cleanup EXIT INT TERM
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# A port whose cluster bus port (+10000) is free too.
+pick_port() {
+  local p
+  for _ in $(seq 1 200); do
+    p=$(( (RANDOM % 20000) + 20000 ))
+    if port_free "$p" && port_free $((p + 10000)); then echo "$p"; return; fi
+  done
+  echo "with-redis: no free port" >&2; exit 1
+}
+
+start_redis() { # port [extra args...]
+  local port=$1; shift
+  mkdir -p "$dir/$port"
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$dir/$port" --logfile "$dir/$port/redis.log" "$@" &
+  pids+=($!)
+  for _ in $(seq 1 100); do
+    redis-cli -p "$port" ping >/dev/null 2>&1 && return
+    sleep 0.1
+  done
+  echo "with-redis: redis on port $port did not start:" >&2
+  cat "$dir/$port/redis.log" >&2
+  exit 1
+}
+
+standalone=$(pick_port)
+start_redis "$standalone"
+
+cluster=()
+for _ in 1 2 3; do
+  p=$(pick_port)
+  start_redis "$p" --cluster-enabled yes --cluster-config-file "$dir/$p/nodes.conf" --cluster-node-timeout 2000
+  cluster+=("127.0.0.1:$p")
+done
+redis-cli --cluster create "${cluster[@]}" --cluster-replicas 0 --cluster-yes >"$dir/cluster-create.log" 2>&1 || {
+  cat "$dir/cluster-create.log" >&2; exit 1; }
+first=${cluster[0]##*:}
+for _ in $(seq 1 100); do
+  redis-cli -p "$first" cluster info 2>/dev/null | grep -q 'cluster_state:ok' && break
+  sleep 0.1
+done
+redis-cli -p "$first" cluster info | grep -q 'cluster_state:ok' || { echo "with-redis: cluster not ok" >&2; exit 1; }
+
+export SHIELD_TEST_REDIS_URL="redis://127.0.0.1:$standalone/0"
+export SHIELD_TEST_REDIS_CLUSTER=$(IFS=,; echo "${cluster[*]}")
+echo "with-redis: standalone $SHIELD_TEST_REDIS_URL, cluster $SHIELD_TEST_REDIS_CLUSTER" >&2
+"$@"
