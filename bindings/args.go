@@ -121,7 +121,7 @@ func raise(L *lua.LState, format string, v ...any) {
 }
 
 func userWhere(L *lua.LState) string {
-	for level := 1; level < 12; level++ {
+	for level := 0; level < 12; level++ {
 		dbg, ok := L.GetStack(level)
 		if !ok {
 			return ""

@@ -17,6 +17,7 @@ type Result func() ([]lua.LValue, error)
 type op struct {
 	rt       *Runtime
 	name     string
+	L        *lua.LState // the thread that made the call (the task or a coroutine of it)
 	task     *Task       // set by the loop when the task's yield reaches it
 	sync     chan Result // non-nil when the caller blocks the loop instead of yielding
 	complete atomic.Bool
@@ -41,7 +42,7 @@ func (rt *Runtime) finishOp(o *op, r Result) {
 	}
 	vals, err := r()
 	if err != nil {
-		rt.resume(o.task, rt.fail, lua.LString(o.name+": "+err.Error()))
+		rt.resume(o.task, rt.fail, lua.LString(userWhere(o.L)+o.name+": "+err.Error()))
 		return
 	}
 	rt.resume(o.task, vals...)
@@ -67,7 +68,7 @@ const (
 // top level of a module being required, Lua called from Go) a Lua error names
 // the call instead of corrupting the state.
 func (rt *Runtime) Suspend(L *lua.LState, name string, start func(complete func(Result))) int {
-	o := &op{rt: rt, name: name}
+	o := &op{rt: rt, name: name, L: L}
 	switch callMode(L) {
 	case modeForbidden:
 		raise(L, "%s: cannot block here: a blocking call must not run inside a metamethod, a for-in iterator, "+
@@ -165,7 +166,8 @@ func traceback(L *lua.LState) string {
 	var b strings.Builder
 	b.WriteString("stack traceback:")
 	for i, dbg := range frames {
-		if isRuntimeSource(dbg.Source) {
+		calledByRuntime := i+1 < len(frames) && isRuntimeSource(frames[i+1].Source)
+		if isRuntimeSource(dbg.Source) || (dbg.What == "G" && calledByRuntime) {
 			continue
 		}
 		b.WriteString("\n\t")
@@ -180,7 +182,6 @@ func traceback(L *lua.LState) string {
 		}
 		// A function the runtime called (a task body, a callback) has only the
 		// runtime's name for it: show where it was defined instead.
-		calledByRuntime := i+1 < len(frames) && isRuntimeSource(frames[i+1].Source)
 		switch {
 		case dbg.What != "G" && dbg.LineDefined == 0:
 			b.WriteString("main chunk")

@@ -26,8 +26,8 @@ const (
 	defaultReceiveTimeout = 5 * time.Second
 	defaultMinBackoff     = 50 * time.Millisecond
 	defaultMaxBackoff     = 2 * time.Second
-	// cleanupTimeout bounds the UNSUBSCRIBE that Unsubscribe (which has no
-	// context) sends.
+	// defaultCleanupTimeout bounds the UNSUBSCRIBE that Unsubscribe (which
+	// has no context) sends.
 	defaultCleanupTimeout = 2 * time.Second
 )
 
@@ -113,8 +113,10 @@ type waiter struct {
 
 // NewRedis returns a bus on c (a *redis.Client, a failover client or a
 // *redis.ClusterClient) whose channels and patterns live under prefix. ev's
-// callbacks may be nil. It does no I/O and never fails; c stays owned by the
-// caller and must outlive the bus.
+// callbacks may be nil. prefix should not be empty (store.Keys.PubSubPrefix
+// is not): Memory behaves like a prefixed bus, and only the empty channel
+// would tell the difference. NewRedis does no I/O and never fails; c stays
+// owned by the caller and must outlive the bus.
 func NewRedis(c redis.UniversalClient, prefix string, ev Events) *Redis {
 	b := &Redis{
 		client:         c,

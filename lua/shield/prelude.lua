@@ -17,12 +17,12 @@ local co_create, co_resume, co_yield, co_status =
 local error, select = error, select
 
 -- finish returns what a blocking Go call produced. When the call yielded, the
--- runtime resumed it with its results, or with FAIL and a message, raised here
--- at the caller's line. (Resuming into this multi-value call site is safe for
--- any number of values, unlike a fixed-count site in user code.)
+-- runtime resumed it with its results, or with FAIL and a message that already
+-- carries the caller's position. (Resuming into this multi-value call site is
+-- safe for any number of values, unlike a fixed-count site in user code.)
 local function finish(...)
 	if (...) == FAIL then
-		error((select(2, ...)), 2)
+		error((select(2, ...)), 0)
 	end
 	return ...
 end

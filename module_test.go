@@ -1,0 +1,180 @@
+package shieldglobal
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/config"
+	"github.com/shieldrt/shieldglobal/internal/testredis"
+)
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)) }
+
+// redisConfig is a config for the standalone test server under a private prefix.
+func redisConfig(t *testing.T) Config {
+	cfg := config.Default()
+	cfg.Global.Redis.URL = testredis.URL(t)
+	cfg.Global.Redis.Prefix = testredis.Prefix(t)
+	return cfg
+}
+
+func clusterConfig(t *testing.T) Config {
+	cfg := config.Default()
+	cfg.Global.Redis.Addrs = testredis.ClusterAddrs(t)
+	cfg.Global.Redis.Cluster = true
+	cfg.Global.Redis.Prefix = testredis.Prefix(t)
+	return cfg
+}
+
+func newModule(t *testing.T, cfg Config, opts ...Option) *Module {
+	t.Helper()
+	m, err := New(cfg, append([]Option{WithLogger(quietLog())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func newRuntime(t *testing.T, m *Module) *Runtime {
+	t.Helper()
+	L := lua.NewState()
+	rt, err := m.NewRuntime(L)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(time.Second); L.Close() })
+	return rt
+}
+
+// A disabled module registers nothing, opens no connection and starts no
+// goroutine — even with a Redis URL configured.
+func TestDisabledModuleDoesNothing(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	before := runtime.NumGoroutine()
+
+	cfg := config.Default()
+	cfg.Global.Enabled = false
+	cfg.Global.Redis.URL = "redis://" + l.Addr().String() + "/0"
+	m, err := New(cfg, WithLogger(quietLog()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+
+	if m.Backend != BackendNone || m.Redis != nil || m.KV != nil || m.Bus != nil || m.Cache != nil {
+		t.Fatalf("disabled module has capabilities: %+v", m)
+	}
+	if n := runtime.NumGoroutine(); n != before {
+		t.Fatalf("goroutines %d -> %d", before, n)
+	}
+	time.Sleep(50 * time.Millisecond) // give a stray dial the chance to show up
+	if accepted.Load() != 0 {
+		t.Fatal("a connection was opened to the configured Redis")
+	}
+	rt := newRuntime(t, m)
+	if err := rt.RunString(`assert(shield.global == nil, "shield.global registered"); assert(shield.sleep)`, "t.lua"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMemoryBackendIsTheDefaultAndSaysSo(t *testing.T) {
+	var logs bytes.Buffer
+	m, err := New(config.Default(), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Backend != BackendMemory || m.KV == nil || m.Bus == nil || m.Cache == nil {
+		t.Fatalf("backend %s", m.Backend)
+	}
+	if c := strings.Count(logs.String(), "memory backend"); c != 1 {
+		t.Fatalf("memory backend mentioned %d times in the log:\n%s", c, logs.String())
+	}
+}
+
+func TestUnreachableRedisSaysWhatFailed(t *testing.T) {
+	cfg := config.Default()
+	cfg.Global.Redis.URL = "redis://127.0.0.1:1/0"
+	cfg.Global.Redis.DialTimeout = 200
+	_, err := New(cfg, WithLogger(quietLog()))
+	if err == nil || !strings.Contains(err.Error(), "cannot reach Redis at redis://127.0.0.1:1/0") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestInheritNeedsAClient(t *testing.T) {
+	cfg := config.Default()
+	cfg.Global.Redis.Inherit = true
+	if _, err := New(cfg, WithLogger(quietLog())); err == nil || !strings.Contains(err.Error(), "WithRedisClient") {
+		t.Fatalf("err = %v", err)
+	}
+	client := testredis.Standalone(t)
+	cfg.Global.Redis.Prefix = testredis.Prefix(t)
+	m := newModule(t, cfg, WithRedisClient(client))
+	if m.Backend != BackendRedis {
+		t.Fatalf("backend %s", m.Backend)
+	}
+	rt := newRuntime(t, m)
+	if err := rt.RunString(`shield.global():set("inherited", 7)`, "t.lua"); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	// The host's client is still usable: the module does not close it.
+	got, err := client.Get(context.Background(), cfg.Global.Redis.Prefix+"global:inherited").Result()
+	if err != nil || got != "7" {
+		t.Fatalf("host client after Close: %q, %v", got, err)
+	}
+}
+
+func TestValuesAreJSONInRedis(t *testing.T) {
+	cfg := redisConfig(t)
+	m := newModule(t, cfg)
+	rt := newRuntime(t, m)
+	if err := rt.RunString(`shield.global():set("boss", { hp = 10000, status = "alive" })`, "t.lua"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := testredis.Standalone(t).Get(context.Background(), cfg.Global.Redis.Prefix+"global:boss").Result()
+	if err != nil || got != `{"hp":10000,"status":"alive"}` {
+		t.Fatalf("stored %q, %v", got, err)
+	}
+}
+
+func TestRedisFailureRaisesAnErrorNamingTheCall(t *testing.T) {
+	srv := testredis.StartServer(t)
+	cfg := config.Default()
+	cfg.Global.Redis.URL = srv.URL()
+	cfg.Global.Redis.DialTimeout, cfg.Global.Redis.ReadTimeout = 200, 200
+	cfg.Global.Cache.Sync = false
+	m := newModule(t, cfg)
+	rt := newRuntime(t, m)
+	srv.Stop()
+	err := rt.RunString(`shield.global():get("k")`, "t.lua")
+	if err == nil || !strings.Contains(err.Error(), `t.lua:1: shield.global:get: kv: get "k"`) {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,31 @@
+package shieldglobal
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/shieldrt/shieldglobal/config"
+)
+
+// The Lua specs must pass identically on every backend.
+func TestLuaSpecs(t *testing.T) {
+	backends := map[string]func(t *testing.T) Config{
+		"memory":  func(*testing.T) Config { return config.Default() },
+		"redis":   redisConfig,
+		"cluster": clusterConfig,
+	}
+	for name, cfg := range backends {
+		t.Run(name, func(t *testing.T) {
+			m := newModule(t, cfg(t))
+			var out bytes.Buffer
+			res, err := m.RunSpecs([]string{"testdata/lua"}, &out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Failed > 0 || res.Passed == 0 {
+				t.Fatalf("%d passed, %d failed:\n%s", res.Passed, res.Failed, out.String())
+			}
+			t.Logf("%d passed, %d failed, %d skipped", res.Passed, res.Failed, res.Skipped)
+		})
+	}
+}
