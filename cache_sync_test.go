@@ -74,3 +74,26 @@ func mustRunLua(t *testing.T, rt *Runtime, src string) {
 		t.Fatal(err)
 	}
 }
+
+// A Lua subscription comes back by itself after Redis restarts.
+func TestSubscriptionSurvivesRedisRestart(t *testing.T) {
+	srv := testredis.StartServer(t)
+	cfg := config.Default()
+	cfg.Global.Redis.URL = srv.URL()
+	m := newModule(t, cfg)
+	rt := newRuntime(t, m)
+	mustRunLua(t, rt, `
+		got = {}
+		sub = shield.global():subscribe("notice", function(_, msg) got[#got + 1] = msg end)`)
+	srv.Restart()
+	mustRunLua(t, rt, `
+		local g = shield.global()
+		local deadline = shield.now_ms() + 15000
+		while #got == 0 do
+			assert(shield.now_ms() < deadline, "no message after the restart")
+			pcall(g.publish, g, "notice", "after restart") -- fails while Redis is still coming back
+			shield.sleep(100)
+		end
+		assert(got[1] == "after restart")
+		sub:unsubscribe()`)
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -52,6 +53,10 @@ type Runtime struct {
 	wrap       *lua.LFunction
 	lib        *lua.LTable // the shield module table
 }
+
+// taskIDs numbers tasks process-wide, so owner ids
+// ("node:service:coroutine-N") are unique across every Lua state.
+var taskIDs atomic.Int64
 
 // Task is a coroutine run by the loop: a script's main chunk, a callback or a
 // shield.spawn'ed function.
@@ -267,8 +272,7 @@ func (rt *Runtime) run(load func(*lua.LState) (*lua.LFunction, error), name stri
 // logged with its traceback and counted (see Failures).
 func (rt *Runtime) Spawn(name string, fn *lua.LFunction, args []lua.LValue, done func(err error)) *Task {
 	co, _ := rt.L.NewThread()
-	rt.nextTaskID++
-	t := &Task{ID: rt.nextTaskID, Name: name, co: co, done: done}
+	t := &Task{ID: taskIDs.Add(1), Name: name, co: co, done: done}
 	rt.tasks[co] = t
 	rt.resume(t, append([]lua.LValue{fn}, args...)...)
 	return t

@@ -29,6 +29,38 @@ func (k Keys) CacheInvalidation() string { return k.Prefix + "cache:invalidate" 
 // every key of one lock lands in one Cluster slot.
 func (k Keys) Lock(name string) string { return k.Prefix + "lock:{" + name + "}" }
 
+// LockQueue is the sorted set of the fair waiters of a lock, in arrival
+// order: member = owner, score = enqueue time (server milliseconds, made
+// strictly increasing): <prefix>lock:queue:{name}.
+func (k Keys) LockQueue(name string) string { return k.Prefix + "lock:queue:{" + name + "}" }
+
+// LockWaiters is the sorted set of the fair waiters of a lock by liveness
+// deadline: member = owner, score = the server time (milliseconds) after
+// which a waiter that did not retry is purged from LockQueue:
+// <prefix>lock:waiters:{name}.
+func (k Keys) LockWaiters(name string) string { return k.Prefix + "lock:waiters:{" + name + "}" }
+
+// LockToken is the fencing-token counter of a lock (a string incremented
+// once per grant, never expired): <prefix>lock:token:{name}.
+func (k Keys) LockToken(name string) string { return k.Prefix + "lock:token:{" + name + "}" }
+
+// RWLock is the hash of the shared (read) holds of a lock: field = owner,
+// value = "count:token:acquired_at_ms": <prefix>rwlock:{name}. The
+// exclusive (write) hold of the same lock is the Lock hash.
+func (k Keys) RWLock(name string) string { return k.Prefix + "rwlock:{" + name + "}" }
+
+// RWLockDeadlines is the sorted set of the lease deadlines of the shared
+// holds of a lock: member = owner, score = server time (milliseconds) at
+// which that hold expires: <prefix>rwlock:deadlines:{name}.
+func (k Keys) RWLockDeadlines(name string) string {
+	return k.Prefix + "rwlock:deadlines:{" + name + "}"
+}
+
+// LockReleased is the channel on which a lock's scripts announce that it
+// was released (or that its fair queue advanced), so waiters retry at once:
+// <prefix>lock:released:{name}.
+func (k Keys) LockReleased(name string) string { return k.Prefix + "lock:released:{" + name + "}" }
+
 // GlobEscape escapes Redis glob metacharacters so s matches only itself
 // inside a PSUBSCRIBE pattern.
 func GlobEscape(s string) string {
