@@ -31,6 +31,8 @@ import (
 	"github.com/shieldrt/shieldglobal/bindings"
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/kv"
+	"github.com/shieldrt/shieldglobal/core/lock"
+	"github.com/shieldrt/shieldglobal/core/lock/local"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
 	"github.com/shieldrt/shieldglobal/core/store"
 )
@@ -87,7 +89,15 @@ type Module struct {
 	Bus   pubsub.Bus
 	Cache *kv.Cache
 
+	// LocalLocks are the in-process locks (shield.mutex, rwlock, spinlock)
+	// and Locks the distributed ones; nil when lock.enabled is false.
+	LocalLocks *local.Manager
+	Locks      lock.Backend
+
 	global     *bindings.Global
+	locks      *bindings.Locks
+	lockBus    pubsub.Bus              // lock wake-ups (Redis)
+	redlock    []redis.UniversalClient // lock.redlock nodes
 	owner      bindings.Owner
 	ownsClient bool
 	instance   string     // tells this process's cache announcements from others'
@@ -127,7 +137,46 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 		m.Close()
 		return nil, err
 	}
+	if cfg.Lock.Enabled {
+		if err := m.startLocks(); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+func (m *Module) startLocks() error {
+	c := m.Config.Lock
+	m.LocalLocks = local.NewManager(nil)
+	m.LocalLocks.StartExpiry()
+	l := &bindings.Locks{Local: m.LocalLocks, Config: c}
+	prefix := m.Config.Global.Redis.Prefix
+	if m.Backend == BackendMemory {
+		m.Locks, l.DistInline = lock.NewMemory(nil), true
+	} else {
+		m.lockBus = pubsub.NewRedis(m.Redis, prefix, pubsub.Events{})
+		m.Locks = lock.NewRedis(m.Redis, prefix, m.lockBus)
+	}
+	l.Dist = m.Locks
+	if c.Redlock.Enabled {
+		nodes := make([]lock.Backend, 0, len(c.Redlock.Addrs))
+		for _, addr := range c.Redlock.Addrs {
+			r := config.Redis{Addrs: []string{addr}, DialTimeout: 1000, ReadTimeout: 1000, WriteTimeout: 1000}
+			if strings.Contains(addr, "://") {
+				r = config.Redis{URL: addr, DialTimeout: 1000, ReadTimeout: 1000, WriteTimeout: 1000}
+			}
+			client, err := store.NewClient(r)
+			if err != nil {
+				return fmt.Errorf("shield: lock.redlock.addrs: %w", err)
+			}
+			m.redlock = append(m.redlock, client)
+			nodes = append(nodes, lock.NewRedis(client, prefix, nil))
+		}
+		l.Redlock = lock.NewRedlock(nodes, c.Redlock.Quorum)
+	}
+	m.locks = l
+	return nil
 }
 
 func (m *Module) connect(host redis.UniversalClient) error {
@@ -221,7 +270,7 @@ func (m *Module) startCacheSync(g *bindings.Global, keys store.Keys) error {
 // NewRuntime installs shield into L and starts its loop. L then belongs to
 // the runtime: reach it only through Runtime.Do / RunFile / RunString.
 func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
-	return bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global})
+	return bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks})
 }
 
 // CacheStats reports the local cache (zero when it is off).
@@ -238,6 +287,15 @@ func (m *Module) CacheStats() kv.CacheStats {
 func (m *Module) Close() error {
 	var err error
 	m.closeOnce.Do(func() {
+		if m.LocalLocks != nil {
+			m.LocalLocks.StopExpiry()
+		}
+		if m.lockBus != nil {
+			err = errors.Join(err, m.lockBus.Close())
+		}
+		for _, c := range m.redlock {
+			err = errors.Join(err, c.Close())
+		}
 		if m.cacheBus != nil {
 			err = errors.Join(err, m.cacheBus.Close())
 		}

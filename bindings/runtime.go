@@ -51,6 +51,7 @@ type Runtime struct {
 	mark, fail *lua.LUserData
 	trampoline *lua.LFunction
 	wrap       *lua.LFunction
+	with       lua.LValue // the prelude's l:with helper
 	lib        *lua.LTable // the shield module table
 }
 
@@ -130,11 +131,15 @@ func (rt *Runtime) install() error {
 	L.Pop(1)
 	rt.wrap = helpers.RawGetString("wrap").(*lua.LFunction)
 	rt.trampoline = helpers.RawGetString("task").(*lua.LFunction)
+	rt.with = helpers.RawGetString("with")
 
 	rt.lib = L.NewTable()
 	rt.installBasics(rt.lib)
 	if g := rt.svc.Global; g != nil {
 		rt.installGlobal(rt.lib, g)
+	}
+	if l := rt.svc.Locks; l != nil {
+		rt.installLocks(rt.lib, l)
 	}
 	L.SetGlobal("shield", rt.lib)
 	preload := L.GetField(L.GetField(L.Get(lua.EnvironIndex), "package"), "preload")

@@ -20,6 +20,7 @@ type Services struct {
 	// Now is the clock of shield.now_ms (time.Now when nil).
 	Now    func() time.Time
 	Global *Global
+	Locks  *Locks
 }
 
 // Owner is the identity of this process in lock owners and logs.

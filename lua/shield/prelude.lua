@@ -4,7 +4,8 @@
 --   rt.mark   marker a blocking Go call yields first (followed by its operation)
 --   rt.fail   marker a blocking call is resumed with when it failed (followed by the message)
 --   rt.arm    Go function: installs the traceback hook on the running task thread
--- Returns a table: { wrap = fn(raw) -> blocking-call wrapper, task = task body trampoline }.
+-- Returns a table: { wrap = fn(raw) -> blocking-call wrapper, task = task body
+-- trampoline, with = the l:with(fn) helper of lock objects }.
 --
 -- Why this exists (see docs/runtime.md): gopher-lua cannot yield across a Go
 -- re-entry into the VM, so pcall/xpcall and coroutine.resume/wrap are rebuilt
@@ -114,6 +115,32 @@ function xpcall(f, handler, ...)
 	return xsettle(handler, pcall(f, ...))
 end
 
+-- l:with(fn, ...): acquire, run fn, release — also when fn raises (the
+-- error is re-raised). fn may block. A lock lost while fn ran (its lease ran
+-- out or was taken over) is an error too: the critical section was unsafe.
+local ypcall = pcall
+local function release_after(l, ok, ...)
+	local released, why = l:release()
+	if not ok then
+		error((...), 0)
+	end
+	if not released then
+		error(tostring(l) .. ":with: the lock was " .. tostring(why) .. " before the function returned", 0)
+	end
+	return ...
+end
+
+local function with(l, fn, ...)
+	if type(fn) ~= "function" then
+		error(tostring(l) .. ": bad argument #1 to 'with' (function expected, got " .. type(fn) .. ")", 2)
+	end
+	local ok, why = l:acquire()
+	if not ok then
+		error(tostring(l) .. ":with: could not acquire the lock (" .. tostring(why) .. ")", 2)
+	end
+	return release_after(l, ypcall(fn, ...))
+end
+
 -- Task trampoline: the body of every task runs one level down (a Go function
 -- tail-called at the outermost level of a coroutine would end the coroutine
 -- in gopher-lua v1.1.2).
@@ -126,4 +153,4 @@ local function task(f, ...)
 	return ret(f(...))
 end
 
-return { wrap = wrap, task = task }
+return { wrap = wrap, task = task, with = with }

@@ -1,0 +1,61 @@
+package lock
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+func TestMemory(t *testing.T) {
+	clock := newFakeClock()
+	runConformance(t, func(t *testing.T) Backend { return NewMemory(clock.Now) }, clock.Advance)
+}
+
+// With a nil clock the memory backend uses the real time.
+func TestMemoryRealClock(t *testing.T) {
+	runConformance(t, func(t *testing.T) Backend { return NewMemory(nil) }, time.Sleep)
+}
+
+// The memory backend starts no goroutine, also not for watches.
+func TestMemoryStartsNoGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	m := NewMemory(nil)
+	ctx := t.Context()
+	cancel, err := m.Watch(ctx, "l", func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	if _, ok, _, err := m.TryAcquire(ctx, "l", "A", Exclusive, Options{TTL: time.Second, Fair: true}); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if _, err := m.Release(ctx, "l", "A", Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Fatalf("goroutines: %d before, %d after", before, after)
+	}
+}
+
+// Locks that are free and have no waiters are forgotten; token counters
+// stay, so tokens keep growing.
+func TestMemoryForgetsFreeLocks(t *testing.T) {
+	clock := newFakeClock()
+	m := NewMemory(clock.Now)
+	ctx := t.Context()
+	g1, _, _, _ := m.TryAcquire(ctx, "l", "A", Exclusive, Options{TTL: time.Second})
+	m.Release(ctx, "l", "A", Exclusive)
+	m.TryAcquire(ctx, "e", "A", Shared, Options{TTL: time.Second})
+	clock.Advance(2 * time.Second)
+	m.Info(ctx, "e")
+	m.mu.Lock()
+	n := len(m.locks)
+	m.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d locks kept; want 0", n)
+	}
+	g2, ok, _, err := m.TryAcquire(ctx, "l", "B", Exclusive, Options{TTL: time.Second})
+	if !ok || err != nil || g2.Token <= g1.Token {
+		t.Fatalf("token after forgetting: %d (first %d), %v %v", g2.Token, g1.Token, ok, err)
+	}
+}

@@ -1,0 +1,188 @@
+-- acquire.lua: one atomic attempt to take a lock (exclusive or shared).
+--
+-- KEYS (all share the hash tag {name}; every lock script gets all six):
+--   KEYS[1] lock       hash   the exclusive hold: owner, count, token, acquired_at (ms); PEXPIRE = lease
+--   KEYS[2] readers    hash   the shared holds: owner -> "count:token:acquired_at_ms"
+--   KEYS[3] deadlines  zset   owner -> lease deadline (ms) of its shared hold
+--   KEYS[4] queue      zset   fair waiters: owner -> enqueue time (ms, strictly increasing)
+--   KEYS[5] waiters    zset   fair waiters: owner -> liveness deadline (ms); purged once passed
+--   KEYS[6] token      string fencing-token counter, INCR once per new hold, never expires
+-- ARGV:
+--   ARGV[1] owner
+--   ARGV[2] mode: "x" exclusive, "s" shared
+--   ARGV[3] lease ttl (ms, >= 1)
+--   ARGV[4] reentrant: "1" or "0"
+--   ARGV[5] fair: "1" or "0"
+--   ARGV[6] waiter ttl (ms, fair only)
+--   ARGV[7] wake-up channel (PUBLISHed when the fair queue's head departed and the lock is not held exclusively)
+-- Returns:
+--   {1, token, count, acquired_at_ms, ttl_ms}  granted (count > 1: a re-entry, token and acquired_at of the hold)
+--   {0, retry_in_ms}                            not obtained; retry_in >= 1 is a hint
+--   {-2}                                        refused: owner holds a shared hold and asked for the exclusive one
+-- Time is the server's (TIME), in milliseconds.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local owner = ARGV[1]
+local exclusive = ARGV[2] == 'x'
+local ttl = tonumber(ARGV[3])
+local reentrant = ARGV[4] == '1'
+local fair = ARGV[5] == '1'
+local wttl = tonumber(ARGV[6])
+
+local function ms(x) return string.format('%d', x) end
+
+-- Drop every key in list from hash h, in chunks (unpack has a stack limit).
+local function hdel_all(h, list)
+  for i = 1, #list, 1000 do
+    redis.call('HDEL', h, unpack(list, i, math.min(i + 999, #list)))
+  end
+end
+
+local function zrem_all(z, list)
+  for i = 1, #list, 1000 do
+    redis.call('ZREM', z, unpack(list, i, math.min(i + 999, #list)))
+  end
+end
+
+-- Expire a zset (and its companion) at its highest score, or delete both when empty.
+local function expire_at_max(z, other)
+  local last = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
+  if #last == 0 then
+    redis.call('DEL', z, other)
+    return
+  end
+  redis.call('PEXPIREAT', z, ms(tonumber(last[2]) + 1))
+  redis.call('PEXPIREAT', other, ms(tonumber(last[2]) + 1))
+end
+
+-- Shared holds whose lease ended are gone.
+local function purge_readers()
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. ms(now))
+  if #dead > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ms(now))
+    hdel_all(KEYS[2], dead)
+  end
+end
+
+-- Fair waiters that stopped retrying are gone.
+local function purge_waiters()
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. ms(now))
+  if #dead > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. ms(now))
+    zrem_all(KEYS[4], dead)
+  end
+end
+
+local function head()
+  local h = redis.call('ZRANGE', KEYS[4], 0, 0)
+  return h[1]
+end
+
+-- Queue owner (at the tail, if not queued yet) and push its liveness deadline.
+local function enqueue()
+  if redis.call('ZSCORE', KEYS[4], owner) == false then
+    local score = now
+    local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+    if #last > 0 and tonumber(last[2]) >= score then
+      score = tonumber(last[2]) + 1
+    end
+    redis.call('ZADD', KEYS[4], ms(score), owner)
+  end
+  redis.call('ZADD', KEYS[5], ms(now + wttl), owner)
+  expire_at_max(KEYS[5], KEYS[4])
+end
+
+local function leave_queue()
+  if redis.call('ZREM', KEYS[4], owner) == 1 then
+    redis.call('ZREM', KEYS[5], owner)
+    expire_at_max(KEYS[5], KEYS[4])
+  end
+end
+
+local function pttl()
+  return math.max(redis.call('PTTL', KEYS[1]), 1)
+end
+
+-- Time until every shared hold has ended, if nobody renews.
+local function readers_left()
+  local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+  if #last == 0 then return 1 end
+  return math.max(tonumber(last[2]) - now, 1)
+end
+
+-- Refused: a fair caller takes (or keeps) its place in the queue.
+local function refuse(retry_in)
+  if fair then enqueue() end
+  return {0, retry_in}
+end
+
+local function attempt()
+  purge_readers()
+  if fair and redis.call('ZSCORE', KEYS[5], owner) ~= false then
+    -- The caller is alive: refresh it before purging the silent ones.
+    redis.call('ZADD', KEYS[5], ms(now + wttl), owner)
+    expire_at_max(KEYS[5], KEYS[4])
+  end
+  purge_waiters()
+
+  local holder = redis.call('HGET', KEYS[1], 'owner')
+  if exclusive then
+    if holder == owner then
+      if not reentrant then return {0, pttl()} end
+      local count = redis.call('HINCRBY', KEYS[1], 'count', 1)
+      redis.call('PEXPIRE', KEYS[1], ms(ttl))
+      local h = redis.call('HMGET', KEYS[1], 'token', 'acquired_at')
+      return {1, tonumber(h[1]), count, tonumber(h[2]), ttl}
+    end
+    if holder then return refuse(pttl()) end
+    if redis.call('HEXISTS', KEYS[2], owner) == 1 then return {-2} end
+    if redis.call('HLEN', KEYS[2]) > 0 then return refuse(readers_left()) end
+  else
+    local r = redis.call('HGET', KEYS[2], owner)
+    if r then
+      local deadline = tonumber(redis.call('ZSCORE', KEYS[3], owner))
+      if not reentrant then return {0, math.max(deadline - now, 1)} end
+      local c, tk, at = string.match(r, '^(%d+):(%d+):(%d+)$')
+      local count = tonumber(c) + 1
+      redis.call('HSET', KEYS[2], owner, count .. ':' .. tk .. ':' .. at)
+      redis.call('ZADD', KEYS[3], ms(now + ttl), owner)
+      expire_at_max(KEYS[3], KEYS[2])
+      return {1, tonumber(tk), count, tonumber(at), ttl}
+    end
+    if holder and holder ~= owner then return refuse(pttl()) end
+  end
+
+  -- Available. A fair caller must be at the head of the queue (a writer
+  -- downgrading to a shared hold on its own lock never waits).
+  if fair and holder ~= owner then
+    local h = head()
+    if h and h ~= owner then
+      enqueue()
+      local hd = redis.call('ZSCORE', KEYS[5], h)
+      return {0, math.max(tonumber(hd) - now, 1)}
+    end
+  end
+  leave_queue()
+
+  local token = redis.call('INCR', KEYS[6])
+  if exclusive then
+    redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', token, 'acquired_at', ms(now))
+    redis.call('PEXPIRE', KEYS[1], ms(ttl))
+  else
+    redis.call('HSET', KEYS[2], owner, '1:' .. token .. ':' .. ms(now))
+    redis.call('ZADD', KEYS[3], ms(now + ttl), owner)
+    expire_at_max(KEYS[3], KEYS[2])
+  end
+  return {1, token, 1, now, ttl}
+end
+
+local head_before = head()
+local res = attempt()
+if head_before then
+  local head_after = head()
+  if head_after and head_after ~= head_before and redis.call('EXISTS', KEYS[1]) == 0 then
+    redis.call('PUBLISH', ARGV[7], 'queue')
+  end
+end
+return res

@@ -1,0 +1,58 @@
+-- release.lua: give up one level of an owner's hold; at 0 delete the hold
+-- and, when that frees the lock for others, PUBLISH a wake-up.
+--
+-- KEYS (all share the hash tag {name}; the layout is described in acquire.lua):
+--   KEYS[1] lock  KEYS[2] readers  KEYS[3] deadlines  KEYS[4] queue  KEYS[5] waiters  KEYS[6] token
+-- ARGV:
+--   ARGV[1] owner
+--   ARGV[2] mode: "x" exclusive, "s" shared
+--   ARGV[3] wake-up channel
+-- Returns:
+--   {1, remaining}  released one level; remaining re-entry count (0: the hold is gone)
+--   {-1}            owner does not hold the lock in that mode (never did, released, or expired)
+-- A wake-up ("released") is PUBLISHed when the exclusive hold ends, or the last shared hold ends.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local owner = ARGV[1]
+
+local function ms(x) return string.format('%d', x) end
+
+if ARGV[2] == 'x' then
+  if redis.call('HGET', KEYS[1], 'owner') ~= owner then return {-1} end
+  local count = redis.call('HINCRBY', KEYS[1], 'count', -1)
+  if count > 0 then return {1, count} end
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[3], 'released')
+  return {1, 0}
+end
+
+local r = redis.call('HGET', KEYS[2], owner)
+if not r then return {-1} end
+local deadline = tonumber(redis.call('ZSCORE', KEYS[3], owner))
+if deadline == nil or deadline < now then
+  -- The lease ended (nobody purged it yet): it is not held.
+  redis.call('HDEL', KEYS[2], owner)
+  redis.call('ZREM', KEYS[3], owner)
+  return {-1}
+end
+local c, tk, at = string.match(r, '^(%d+):(%d+):(%d+)$')
+local count = tonumber(c) - 1
+if count > 0 then
+  redis.call('HSET', KEYS[2], owner, count .. ':' .. tk .. ':' .. at)
+  return {1, count}
+end
+redis.call('HDEL', KEYS[2], owner)
+redis.call('ZREM', KEYS[3], owner)
+-- Other shared holds whose lease ended do not count: purge them.
+local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. ms(now))
+for i = 1, #dead, 1000 do
+  local j = math.min(i + 999, #dead)
+  redis.call('ZREM', KEYS[3], unpack(dead, i, j))
+  redis.call('HDEL', KEYS[2], unpack(dead, i, j))
+end
+if redis.call('ZCARD', KEYS[3]) == 0 then
+  redis.call('DEL', KEYS[2], KEYS[3])
+  redis.call('PUBLISH', ARGV[3], 'released')
+end
+return {1, 0}
