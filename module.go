@@ -126,7 +126,7 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.owner = bindings.Owner{NodeID: nodeID, ServiceID: cfg.Global.ServiceID, ServiceName: cfg.Global.EffectiveServiceName()}
+	m.owner = bindings.Owner{NodeID: nodeID, ServiceID: cfg.Global.ServiceID, ServiceName: cfg.Global.EffectiveServiceName(), Instance: randomID(4)}
 	if !cfg.Global.Enabled {
 		return m, nil
 	}
@@ -235,9 +235,7 @@ func (m *Module) startGlobal() error {
 // connection is down the cache is bypassed, and it is cleared when it comes
 // back: announcements may have been missed, so nothing stale is ever served.
 func (m *Module) startCacheSync(g *bindings.Global, keys store.Keys) error {
-	var id [8]byte
-	rand.Read(id[:])
-	m.instance = hex.EncodeToString(id[:])
+	m.instance = randomID(8)
 	m.cacheBus = pubsub.NewRedis(m.Redis, keys.Prefix+"cache:", pubsub.Events{
 		// SetBypass clears the cache whenever it flips.
 		Down: func(err error) {
@@ -307,4 +305,11 @@ func (m *Module) Close() error {
 		}
 	})
 	return err
+}
+
+// randomID returns n random bytes in hex.
+func randomID(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }

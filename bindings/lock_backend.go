@@ -170,11 +170,18 @@ func (l localImpl) info(_ context.Context, name string, mode lock.Mode) (holderI
 	return hi, len(hi.owners) > 0, nil
 }
 
-// distImpl adapts a distributed backend (Redis, Redlock or memory).
+// distImpl adapts a distributed backend (Redis, Redlock or memory). The
+// tasks of one process first queue at a local FIFO gate of the same name
+// and mode, so only one waiter per process and lock contends in Redis: a
+// release wakes one process's waiter, not every task that waits.
 type distImpl struct {
 	b        lock.Backend
+	gate     localImpl
 	isInline bool
 }
+
+// gateName keeps gate names apart from the names of scripts' own local locks.
+func gateName(name string) string { return "\x00dist\x00" + name }
 
 func mapDistErr(err error) error {
 	switch {
@@ -192,15 +199,27 @@ func (d distImpl) options(o lockOpts) lock.Options {
 	return lock.Options{TTL: o.ttl, Reentrant: o.reentrant, Fair: o.fair}
 }
 
+// gateOpts: the gate lives as long as the lease (extended with it), so a
+// forgotten lock frees the gate when Redis frees the lock.
+func (d distImpl) gateOpts(o lockOpts) lockOpts {
+	return lockOpts{reentrant: o.reentrant, ttl: o.ttl}
+}
+
 func toGrant(g lock.Grant) grant {
 	return grant{token: g.Token, count: g.Count, acquiredAt: g.AcquiredAt, ttl: g.TTL}
 }
 
 func (d distImpl) try(ctx context.Context, name, owner string, mode lock.Mode, o lockOpts) (grant, bool, error) {
+	if _, ok, err := d.gate.try(ctx, gateName(name), owner, mode, d.gateOpts(o)); !ok || err != nil {
+		return grant{}, false, err
+	}
 	g, ok, _, err := d.b.TryAcquire(ctx, name, owner, mode, d.options(o))
-	if !ok && err == nil && o.fair {
-		// A fair try that was not granted left a queue entry: take it out.
-		_ = d.b.LeaveQueue(ctx, name, owner)
+	if !ok || err != nil {
+		d.gate.release(ctx, gateName(name), owner, mode)
+		if err == nil && o.fair {
+			// A fair try that was not granted left a queue entry: take it out.
+			_ = d.b.LeaveQueue(ctx, name, owner)
+		}
 	}
 	return toGrant(g), ok, mapDistErr(err)
 }
@@ -210,21 +229,40 @@ func (d distImpl) wait(ctx context.Context, name, owner string, mode lock.Mode, 
 	if timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
-	go func() {
-		defer cancel()
-		g, err := lock.Acquire(ctx, d.b, name, owner, mode, d.options(o), o.retry, o.maxRetries)
-		done(toGrant(g), mapDistErr(err))
-	}()
-	return cancel
+	var cancelGate func()
+	cancelGate = d.gate.wait(ctx, gateName(name), owner, mode, d.gateOpts(o), timeout, func(_ grant, err error) {
+		if err != nil {
+			cancel()
+			done(grant{}, err)
+			return
+		}
+		go func() {
+			defer cancel()
+			g, err := lock.Acquire(ctx, d.b, name, owner, mode, d.options(o), o.retry, o.maxRetries)
+			if err != nil {
+				d.gate.release(ctx, gateName(name), owner, mode)
+			}
+			done(toGrant(g), mapDistErr(err))
+		}()
+	})
+	return func() { cancel(); cancelGate() }
 }
 
 func (d distImpl) release(ctx context.Context, name, owner string, mode lock.Mode) (int, error) {
 	n, err := d.b.Release(ctx, name, owner, mode)
-	return n, mapDistErr(err)
+	err = mapDistErr(err)
+	if err == nil || errors.Is(err, errNotHeld) {
+		d.gate.release(ctx, gateName(name), owner, mode)
+	}
+	return n, err
 }
 
 func (d distImpl) extend(ctx context.Context, name, owner string, mode lock.Mode, ttl time.Duration) error {
-	return mapDistErr(d.b.Extend(ctx, name, owner, mode, ttl))
+	err := mapDistErr(d.b.Extend(ctx, name, owner, mode, ttl))
+	if err == nil {
+		_ = d.gate.extend(ctx, gateName(name), owner, mode, ttl)
+	}
+	return err
 }
 
 func (d distImpl) info(ctx context.Context, name string, mode lock.Mode) (holderInfo, bool, error) {

@@ -51,7 +51,7 @@ type Runtime struct {
 	mark, fail *lua.LUserData
 	trampoline *lua.LFunction
 	wrap       *lua.LFunction
-	with       lua.LValue // the prelude's l:with helper
+	with       lua.LValue  // the prelude's l:with helper
 	lib        *lua.LTable // the shield module table
 }
 

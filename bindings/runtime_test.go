@@ -199,14 +199,14 @@ func TestArgumentErrorsNameTheCallAndLine(t *testing.T) {
 }
 
 func TestOwnerIdentity(t *testing.T) {
-	rt := newTestRuntime(t, &Services{Owner: Owner{NodeID: "node-1", ServiceID: 12345}})
+	rt := newTestRuntime(t, &Services{Owner: Owner{NodeID: "node-1", ServiceID: 12345, Instance: "ab12"}})
 	mustRun(t, rt, `
 		me = shield.owner()
 		shield.spawn(function() other = shield.owner() end)
 		shield.sleep(1)
 	`)
 	me, other := global(t, rt, "me").String(), global(t, rt, "other").String()
-	if !strings.HasPrefix(me, "node-1:12345:coroutine-") || !strings.HasPrefix(other, "node-1:12345:coroutine-") || me == other {
+	if !strings.HasPrefix(me, "node-1:12345:coroutine-ab12-") || !strings.HasPrefix(other, "node-1:12345:coroutine-ab12-") || me == other {
 		t.Fatalf("owners %q %q", me, other)
 	}
 }

@@ -28,6 +28,9 @@ type Owner struct {
 	NodeID      string
 	ServiceID   int64
 	ServiceName string
+	// Instance tells apart processes that share NodeID and ServiceID (several
+	// processes on one host, or a copied config): owners must never collide.
+	Instance string
 }
 
 // Global backs shield.global(): the store, the process-local cache and
@@ -52,12 +55,13 @@ func (g *Global) Evict(key string) {
 }
 
 // OwnerID is the lock-owner identity of the task running L:
-// "node_id:service_id:coroutine-N" ("...:main" outside tasks). Loop only.
+// "node_id:service_id:coroutine-<instance>-N" (thread "main-<instance>"
+// outside tasks). Loop only.
 func (rt *Runtime) OwnerID(L *lua.LState) string {
 	o := rt.svc.Owner
 	prefix := o.NodeID + ":" + strconv.FormatInt(o.ServiceID, 10) + ":"
 	if t := rt.CurrentTask(L); t != nil {
-		return prefix + "coroutine-" + strconv.FormatInt(t.ID, 10)
+		return prefix + "coroutine-" + o.Instance + "-" + strconv.FormatInt(t.ID, 10)
 	}
-	return prefix + "main"
+	return prefix + "main-" + o.Instance
 }

@@ -153,7 +153,9 @@ type Grant struct {
 
 // Holder is one owner of a lock and its re-entry count.
 type Holder struct {
+	// Owner is the owner string given to TryAcquire.
 	Owner string
+	// Count is the owner's re-entry count (1 without re-entry).
 	Count int
 }
 

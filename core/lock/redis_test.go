@@ -199,11 +199,8 @@ func TestRedisErrors(t *testing.T) {
 	defer bus.Close()
 	b := NewRedis(c, "p:", bus)
 	ctx := t.Context()
-	last := time.Now()
 	check := func(op string, err error) {
 		t.Helper()
-		t.Logf("%s took %v: %v", op, time.Since(last), err)
-		last = time.Now()
 		if err == nil || !strings.Contains(err.Error(), "lock: "+op+` "l"`) {
 			t.Fatalf("%s on a closed port: %v; want an error naming the operation", op, err)
 		}

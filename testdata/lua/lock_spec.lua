@@ -99,7 +99,7 @@ for kind, new in pairs(kinds) do
 			assert.is_true(l:acquire())
 			local info = l:info()
 			assert.are.equal(name(kind .. ":info"), info.key)
-			assert.truthy(info.owner.thread_id:match("^coroutine%-%d+$"))
+			assert.truthy(info.owner.thread_id:match("^coroutine%-%x+%-%d+$"))
 			assert.are.equal(shield.owner(), info.owner.node_id .. ":" .. info.owner.service_id .. ":" .. info.owner.thread_id)
 			assert.is_true(math.abs(info.acquired_at - shield.now_ms()) < 5000)
 			assert.is_true(info.ttl > 0 and info.ttl <= 20000)

@@ -28,7 +28,7 @@ describe("shield runtime", function()
 		local other
 		shield.spawn(function() other = shield.owner() end)
 		shield.sleep(1)
-		assert.truthy(me:match(":coroutine%-%d+$"))
+		assert.truthy(me:match(":coroutine%-%x+%-%d+$"))
 		assert.are_not.equal(me, other)
 	end)
 

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,32 +75,10 @@ func (m Mode) String() string {
 	case Shared:
 		return "shared"
 	}
-	return "mode(" + itoa(int(m)) + ")"
+	return "mode(" + strconv.Itoa(int(m)) + ")"
 }
 
 func (m Mode) valid() bool { return m == Exclusive || m == Shared }
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	if neg {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
-}
 
 // Request describes one acquisition.
 type Request struct {
@@ -133,11 +112,16 @@ type Hold struct {
 
 // OwnerHold is one owner's hold in Info.
 type OwnerHold struct {
-	Owner      string
-	Mode       Mode // an owner that downgraded appears once per mode
-	Count      int
+	// Owner is the holding task.
+	Owner string
+	// Mode of this hold; an owner that downgraded appears once per mode.
+	Mode Mode
+	// Count is the reentrancy count.
+	Count int
+	// AcquiredAt is when the hold went from count 0 to 1.
 	AcquiredAt time.Time
-	ExpiresAt  time.Time // zero = no ttl
+	// ExpiresAt is when the hold expires; zero = no ttl.
+	ExpiresAt time.Time
 }
 
 // Info is a snapshot of one held lock.
