@@ -1,0 +1,86 @@
+package shieldglobal
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/config"
+	"github.com/shieldrt/shieldglobal/internal/testredis"
+)
+
+// A clean stop releases every lock the runtime holds at once, not after the
+// ttl: local, distributed, re-entered and read holds alike; waiters give up.
+func TestCloseReleasesHeldLocks(t *testing.T) {
+	for name, cfgFn := range map[string]func(*testing.T) Config{
+		"memory": func(*testing.T) Config { return config.Default() },
+		"redis":  redisConfig,
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := newModule(t, cfgFn(t))
+			L := lua.NewState()
+			defer L.Close()
+			rt, err := m.NewRuntime(L)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustRunLua(t, rt, `
+				local d = shield.distributed_mutex("held", { ttl = 60000 })
+				assert(d:acquire()); assert(d:acquire())
+				assert(shield.mutex("local-held"):acquire())
+				assert(shield.distributed_rwlock("rw-held", { ttl = 60000 }):read_lock():acquire())
+				shield.spawn(function() shield.distributed_mutex("held"):acquire() end) -- a waiter`)
+			rt.Close(0)
+
+			ctx := context.Background()
+			for _, n := range []string{"held", "rw-held"} {
+				if info, found, err := m.Locks.Info(ctx, n); err != nil || found {
+					t.Fatalf("%s still held after Close: %+v %v", n, info, err)
+				}
+			}
+			if info, held := m.LocalLocks.Info("local-held"); held {
+				t.Fatalf("local lock still held after Close: %+v", info)
+			}
+		})
+	}
+}
+
+// With lock.redlock enabled, distributed mutexes go through N independent
+// nodes and keep working while a minority of them is down.
+func TestRedlockFromLua(t *testing.T) {
+	servers := []*testredis.Server{testredis.StartServer(t), testredis.StartServer(t), testredis.StartServer(t)}
+	cfg := redisConfig(t)
+	cfg.Lock.Redlock.Enabled = true
+	cfg.Lock.Redlock.Quorum = 2
+	for _, s := range servers {
+		cfg.Lock.Redlock.Addrs = append(cfg.Lock.Redlock.Addrs, s.Addr)
+	}
+	m := newModule(t, cfg)
+	rt := newRuntime(t, m)
+	mustRunLua(t, rt, `
+		local l = shield.distributed_mutex("rl", { ttl = 5000, auto_extend = false })
+		assert(l:acquire(2000))
+		local other
+		shield.spawn(function() other = shield.distributed_mutex("rl", { ttl = 5000 }):try_acquire() end)
+		shield.sleep(50)
+		assert(other == false, "a second owner got a redlock that is held")
+		assert(l:release())`)
+	servers[0].Stop()
+	mustRunLua(t, rt, fmt.Sprintf(`
+		local l = shield.distributed_mutex("rl2", { ttl = 5000, auto_extend = false })
+		assert(l:acquire(2000), "quorum %d of 3 should still be reachable")
+		assert(l:release())`, 2))
+	servers[1].Stop()
+	// One node of three: no quorum. The acquire fails (an error naming the
+	// call, or false after its timeout) — it never succeeds.
+	err := rt.RunString(`
+		local l = shield.distributed_mutex("rl3", { ttl = 5000, auto_extend = false })
+		local ok, why = l:acquire(500)
+		assert(not ok, "acquired without a quorum")`, "test.lua")
+	if err != nil && !strings.Contains(err.Error(), "shield.distributed_mutex") {
+		t.Fatalf("error does not name the call: %v", err)
+	}
+}
