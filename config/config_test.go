@@ -859,3 +859,14 @@ func TestKnownKeysFollowGlobalYAML(t *testing.T) {
 		t.Errorf("global.yaml lists keys in a different order than the structs:\n%v\n%v", paths, sorted)
 	}
 }
+
+func TestRedlockQuorumMustBeAMajority(t *testing.T) {
+	src := "lock:\n  redlock:\n    enabled: true\n    quorum: 1\n    addrs: [\"127.0.0.1:1\", \"127.0.0.1:2\", \"127.0.0.1:3\"]\n"
+	_, err := Parse([]byte(src), "c.yaml")
+	if err == nil || !strings.Contains(err.Error(), "c.yaml:4: lock.redlock.quorum (1) must be a majority of the 3") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := Parse([]byte(strings.Replace(src, "quorum: 1", "quorum: 2", 1)), "c.yaml"); err != nil {
+		t.Fatalf("quorum 2 of 3: %v", err)
+	}
+}

@@ -254,6 +254,10 @@ func (v *validator) lock(l *Lock) {
 		} else if r.Quorum > len(r.Addrs) {
 			v.failAt([]string{"lock.redlock.quorum", "lock.redlock.addrs"},
 				"lock.redlock.quorum (%d) must be <= the number of lock.redlock.addrs (%d)", r.Quorum, len(r.Addrs))
+		} else if r.Quorum <= len(r.Addrs)/2 {
+			v.failAt([]string{"lock.redlock.quorum", "lock.redlock.addrs"},
+				"lock.redlock.quorum (%d) must be a majority of the %d lock.redlock.addrs: a smaller quorum could grant one lock to two owners",
+				r.Quorum, len(r.Addrs))
 		}
 	}
 	v.hostPorts("lock.redlock.addrs", r.Addrs, true)
