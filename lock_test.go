@@ -84,3 +84,40 @@ func TestRedlockFromLua(t *testing.T) {
 		t.Fatalf("error does not name the call: %v", err)
 	}
 }
+
+// A hold the watchdog found lost must not keep the process-local gate: after
+// release() reports "lost", other tasks of the process get the lock at once
+// (well before the gate's own lease could have run out).
+func TestLostHoldFreesTheLocalGate(t *testing.T) {
+	cfg := redisConfig(t)
+	m := newModule(t, cfg)
+	rt := newRuntime(t, m)
+	client := testredis.Standalone(t)
+	err := rt.Do(func(L *lua.LState) error {
+		L.SetGlobal("delete_lock_key", L.NewFunction(func(*lua.LState) int {
+			client.Del(context.Background(), cfg.Global.Redis.Prefix+"lock:{gate}")
+			return 0
+		}))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One task throughout: lost() and release() are about this task's hold.
+	mustRunLua(t, rt, `
+		local held = shield.distributed_mutex("gate", { ttl = 3000, extend_interval = 100 })
+		assert(held:acquire())
+		delete_lock_key() -- the lease vanishes behind the watchdog's back
+		local deadline = shield.now_ms() + 5000
+		while not held:lost() do
+			assert(shield.now_ms() < deadline, "the watchdog did not notice")
+			shield.sleep(20)
+		end
+		local ok, why = held:release()
+		assert(ok == false and why == "lost", tostring(why))
+		local got
+		shield.spawn(function() got = shield.distributed_mutex("gate", { ttl = 3000 }):acquire(1000) end)
+		local until_ms = shield.now_ms() + 2000
+		while got == nil and shield.now_ms() < until_ms do shield.sleep(10) end
+		assert(got == true, "another task could not get the lock after the lost hold was released: " .. tostring(got))`)
+}

@@ -474,18 +474,14 @@ func (b *lockBinding) release(L *lua.LState) int {
 		L.Push(lua.LString("not_held"))
 		return 2
 	}
+	// A lost hold is still released through the backend: that frees the
+	// process-local gate (and the lock, if the lease was only presumed lost).
 	lo.mu.Lock()
 	lost := h.lost
 	lo.mu.Unlock()
-	if lost {
-		lo.drop(owner)
-		L.Push(lua.LFalse)
-		L.Push(lua.LString("lost"))
-		return 2
-	}
 	done := func(remaining int, err error) ([]lua.LValue, error) {
 		switch {
-		case errors.Is(err, errNotHeld):
+		case lost || errors.Is(err, errNotHeld):
 			lo.drop(owner)
 			return resultPair(false, "lost"), nil
 		case err != nil:

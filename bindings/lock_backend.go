@@ -225,9 +225,11 @@ func (d distImpl) try(ctx context.Context, name, owner string, mode lock.Mode, o
 }
 
 func (d distImpl) wait(ctx context.Context, name, owner string, mode lock.Mode, o lockOpts, timeout time.Duration, done func(grant, error)) func() {
-	ctx, cancel := context.WithCancel(ctx)
+	var cancel context.CancelFunc
 	if timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
 	}
 	var cancelGate func()
 	cancelGate = d.gate.wait(ctx, gateName(name), owner, mode, d.gateOpts(o), timeout, func(_ grant, err error) {

@@ -62,11 +62,12 @@ var taskIDs atomic.Int64
 // Task is a coroutine run by the loop: a script's main chunk, a callback or a
 // shield.spawn'ed function.
 type Task struct {
-	ID   int64
-	Name string
-	co   *lua.LState
-	tb   string // traceback captured when the task raised
-	done func(err error)
+	ID    int64
+	Name  string
+	co    *lua.LState
+	tb    string // traceback captured when the task raised
+	owner string // OwnerID, built once
+	done  func(err error)
 }
 
 // TaskError is an uncaught error of a task, with its Lua traceback.

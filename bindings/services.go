@@ -61,7 +61,10 @@ func (rt *Runtime) OwnerID(L *lua.LState) string {
 	o := rt.svc.Owner
 	prefix := o.NodeID + ":" + strconv.FormatInt(o.ServiceID, 10) + ":"
 	if t := rt.CurrentTask(L); t != nil {
-		return prefix + "coroutine-" + o.Instance + "-" + strconv.FormatInt(t.ID, 10)
+		if t.owner == "" {
+			t.owner = prefix + "coroutine-" + o.Instance + "-" + strconv.FormatInt(t.ID, 10)
+		}
+		return t.owner
 	}
 	return prefix + "main-" + o.Instance
 }
