@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -94,7 +95,7 @@ func (rt *Runtime) Suspend(L *lua.LState, name string, start func(complete func(
 // loop. The work's context is cancelled when the runtime closes.
 func (rt *Runtime) Await(L *lua.LState, name string, work func(ctx context.Context) (any, error), convert func(L *lua.LState, v any) []lua.LValue) int {
 	return rt.Suspend(L, name, func(complete func(Result)) {
-		go func() {
+		rt.goWork(func() {
 			v, err := work(rt.ctx)
 			complete(func() ([]lua.LValue, error) {
 				if err != nil {
@@ -102,8 +103,38 @@ func (rt *Runtime) Await(L *lua.LState, name string, work func(ctx context.Conte
 				}
 				return convert(rt.L, v), nil
 			})
-		}()
+		})
 	})
+}
+
+// workerIdle is how long an idle worker waits for the next job before it exits.
+const workerIdle = 5 * time.Second
+
+// goWork runs job on one of the runtime's workers: long-lived goroutines
+// that keep the stack a Redis call grew, instead of a new goroutine per call.
+// An idle worker takes the job at once; otherwise a new worker starts.
+func (rt *Runtime) goWork(job func()) {
+	select {
+	case rt.jobs <- job:
+	default:
+		go rt.worker(job)
+	}
+}
+
+func (rt *Runtime) worker(job func()) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		job()
+		idle.Reset(workerIdle)
+		select {
+		case job = <-rt.jobs:
+		case <-idle.C:
+			return
+		case <-rt.done:
+			return
+		}
+	}
 }
 
 const (

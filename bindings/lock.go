@@ -67,7 +67,7 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 	if l.Redlock != nil {
 		dist = l.Redlock
 	}
-	b.dist = distImpl{b: dist, gate: b.local, isInline: l.DistInline && l.Redlock == nil}
+	b.dist = distImpl{b: dist, gate: b.local, isInline: l.DistInline && l.Redlock == nil, run: rt.goWork}
 	rt.OnClose(b.closeAll)
 
 	obj := L.NewTypeMetatable(lockObjType)
@@ -115,7 +115,7 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 		return b.newLock(L, "shield.distributed_mutex", b.dist, false)
 	}))
 	lib.RawSetString("distributed_rwlock", L.NewFunction(func(L *lua.LState) int {
-		return b.newRW(L, "shield.distributed_rwlock", distImpl{b: l.Dist, gate: b.local, isInline: l.DistInline})
+		return b.newRW(L, "shield.distributed_rwlock", distImpl{b: l.Dist, gate: b.local, isInline: l.DistInline, run: rt.goWork})
 	}))
 	lib.RawSetString("lock", L.NewFunction(func(L *lua.LState) int { L.Push(mgrUD); return 1 }))
 }

@@ -178,6 +178,7 @@ type distImpl struct {
 	b        lock.Backend
 	gate     localImpl
 	isInline bool
+	run      func(func()) // the runtime's workers
 }
 
 // gateName keeps gate names apart from the names of scripts' own local locks.
@@ -238,14 +239,14 @@ func (d distImpl) wait(ctx context.Context, name, owner string, mode lock.Mode, 
 			done(grant{}, err)
 			return
 		}
-		go func() {
+		d.run(func() {
 			defer cancel()
 			g, err := lock.Acquire(ctx, d.b, name, owner, mode, d.options(o), o.retry, o.maxRetries)
 			if err != nil {
 				d.gate.release(ctx, gateName(name), owner, mode)
 			}
 			done(toGrant(g), mapDistErr(err))
-		}()
+		})
 	})
 	return func() { cancel(); cancelGate() }
 }

@@ -37,6 +37,7 @@ type Runtime struct {
 	ctx    context.Context // cancelled when the runtime stops; in-flight work sees it
 	cancel context.CancelFunc
 	stop   chan struct{} // closed to end the loop
+	jobs   chan func()   // hands Await work to an idle worker
 	done   chan struct{} // closed when the loop has ended
 
 	// Loop-only state.
@@ -100,7 +101,7 @@ func NewRuntime(L *lua.LState, svc *Services) (*Runtime, error) {
 	rt := &Runtime{
 		L: L, svc: svc, log: log,
 		wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
-		stop: make(chan struct{}), done: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}), jobs: make(chan func()),
 		tasks: map[*lua.LState]*Task{},
 	}
 	if err := rt.install(); err != nil {
