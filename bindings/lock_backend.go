@@ -78,13 +78,6 @@ type lockImpl interface {
 // callback: no goroutine per waiter; FIFO hand-off on release.
 type localImpl struct{ m *local.Manager }
 
-func localMode(m lock.Mode) local.Mode {
-	if m == lock.Shared {
-		return local.Shared
-	}
-	return local.Exclusive
-}
-
 func mapLocalErr(err error) error {
 	switch {
 	case errors.Is(err, local.ErrNotHeld):
@@ -98,7 +91,7 @@ func mapLocalErr(err error) error {
 func (l localImpl) inline() bool { return true }
 
 func (l localImpl) request(name, owner string, mode lock.Mode, o lockOpts) local.Request {
-	return local.Request{Name: name, Owner: owner, Mode: localMode(mode), Reentrant: o.reentrant, TTL: o.ttl}
+	return local.Request{Name: name, Owner: owner, Mode: mode, Reentrant: o.reentrant, TTL: o.ttl}
 }
 
 func (l localImpl) try(_ context.Context, name, owner string, mode lock.Mode, o lockOpts) (grant, bool, error) {
@@ -138,12 +131,12 @@ func (l localImpl) wait(_ context.Context, name, owner string, mode lock.Mode, o
 }
 
 func (l localImpl) release(_ context.Context, name, owner string, mode lock.Mode) (int, error) {
-	n, err := l.m.Release(name, owner, localMode(mode))
+	n, err := l.m.Release(name, owner, mode)
 	return n, mapLocalErr(err)
 }
 
 func (l localImpl) extend(_ context.Context, name, owner string, mode lock.Mode, ttl time.Duration) error {
-	return mapLocalErr(l.m.Extend(name, owner, localMode(mode), ttl))
+	return mapLocalErr(l.m.Extend(name, owner, mode, ttl))
 }
 
 func (l localImpl) info(_ context.Context, name string, mode lock.Mode) (holderInfo, bool, error) {
@@ -153,7 +146,7 @@ func (l localImpl) info(_ context.Context, name string, mode lock.Mode) (holderI
 	}
 	hi := holderInfo{ttl: -1}
 	for _, o := range in.Owners {
-		if o.Mode != localMode(mode) && len(in.Owners) > 1 {
+		if o.Mode != mode && len(in.Owners) > 1 {
 			continue
 		}
 		hi.owners = append(hi.owners, o.Owner)

@@ -8,29 +8,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/internal/testclock"
 )
 
-// fakeClock is a manually advanced clock, safe for concurrent use.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = testclock.Clock
 
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newFakeClock() *fakeClock { return testclock.New() }
 
 func TestMemory(t *testing.T) {
 	clock := newFakeClock()

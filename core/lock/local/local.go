@@ -30,11 +30,12 @@
 package local
 
 import (
+	"github.com/shieldrt/shieldglobal/core/lock"
+
 	"cmp"
 	"errors"
 	"hash/maphash"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,30 +56,17 @@ var ErrUpgrade = errors.New("lock: cannot upgrade a shared hold to exclusive")
 // neither Exclusive nor Shared.
 var ErrInvalidMode = errors.New("lock: invalid mode")
 
-// Mode is the way a lock is held.
-type Mode int
+// Mode is the way a lock is held: the same type as the distributed locks'.
+type Mode = lock.Mode
 
+// The modes: Exclusive (shield.mutex, shield.spinlock, rwlock:write_lock())
+// and Shared (rwlock:read_lock()).
 const (
-	// Exclusive is held by one owner at a time: shield.mutex,
-	// shield.spinlock and rwlock:write_lock(). It is the zero Mode.
-	Exclusive Mode = iota
-	// Shared may be held by many owners at once, never together with an
-	// Exclusive hold of another owner: rwlock:read_lock().
-	Shared
+	Exclusive = lock.Exclusive
+	Shared    = lock.Shared
 )
 
-// String returns "exclusive", "shared" or "mode(N)".
-func (m Mode) String() string {
-	switch m {
-	case Exclusive:
-		return "exclusive"
-	case Shared:
-		return "shared"
-	}
-	return "mode(" + strconv.Itoa(int(m)) + ")"
-}
-
-func (m Mode) valid() bool { return m == Exclusive || m == Shared }
+func validMode(m Mode) bool { return m == Exclusive || m == Shared }
 
 // Request describes one acquisition.
 type Request struct {
@@ -331,7 +319,7 @@ func callGrant(w, rest *Waiter) {
 // (the owner holds it Shared and asks Exclusive), ErrInvalidMode. It is
 // O(1) and does not allocate when the lock is free.
 func (m *Manager) TryAcquire(r Request) (Hold, bool, error) {
-	if !r.Mode.valid() {
+	if !validMode(r.Mode) {
 		return Hold{}, false, ErrInvalidMode
 	}
 	now := m.now()
@@ -365,7 +353,7 @@ func (m *Manager) TryAcquire(r Request) (Hold, bool, error) {
 // ReleaseAll) or Cancel ends that wait. Errors: ErrUpgrade, ErrInvalidMode
 // (nothing is queued then).
 func (m *Manager) Acquire(r Request, grant func(Hold)) (h Hold, granted bool, w *Waiter, err error) {
-	if !r.Mode.valid() {
+	if !validMode(r.Mode) {
 		return Hold{}, false, nil, ErrInvalidMode
 	}
 	now := m.now()

@@ -8,29 +8,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/internal/testclock"
 )
 
-// fakeClock is an injectable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = testclock.Clock
 
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newFakeClock() *fakeClock { return testclock.New() }
 
 // internal accounting, to check that nothing leaks.
 func (m *Manager) entries() (names, heap, waiting int) {
@@ -149,7 +133,7 @@ func TestUncontended(t *testing.T) {
 	if _, _, w, err := m.Acquire(Request{Name: "a", Owner: "t", Mode: -1}, nil); !errors.Is(err, ErrInvalidMode) || w != nil {
 		t.Fatalf("bad mode Acquire = %v, %v", w, err)
 	}
-	if Exclusive.String() != "exclusive" || Shared.String() != "shared" || Mode(-12).String() != "mode(-12)" {
+	if Exclusive.String() != "exclusive" || Shared.String() != "shared" || Mode(-12).String() != "Mode(-12)" {
 		t.Fatal("Mode.String")
 	}
 	assertEmpty(t, m)
