@@ -3,8 +3,8 @@ GO ?= go
 .PHONY: test test-short bench fuzz run
 
 # The one test command: installs and starts a throwaway Redis and a
-# three-master Redis Cluster, runs every test with the race detector,
-# then runs the Lua specs through the CLI on the embedded backend.
+# three-master Redis Cluster and runs every test with the race detector
+# (the Lua specs in testdata/lua run inside it, on all three backends).
 test:
 	bash scripts/with-redis.sh $(GO) test -race -count=1 -timeout 15m ./...
 

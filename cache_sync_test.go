@@ -17,12 +17,13 @@ func TestCacheSyncAcrossModules(t *testing.T) {
 			a, b := newModule(t, cfg), newModule(t, cfg)
 			ra, rb := newRuntime(t, a), newRuntime(t, b)
 			mustRunLua(t, rb, `shield.global():set("hot", "v1")`)
-			mustRunLua(t, ra, `assert(shield.global():get_cached("hot", 600000) == "v1")`)
-			// Served from a's cache: a hit is counted.
-			hits := a.CacheStats().Hits
-			mustRunLua(t, ra, `assert(shield.global():get_cached("hot", 600000) == "v1")`)
-			if a.CacheStats().Hits != hits+1 {
-				t.Fatalf("second read was not a cache hit: %+v", a.CacheStats())
+			// Reads are served from a's cache. (b's own announcement of "v1" may
+			// still arrive and evict it once: that is safe, so retry a little.)
+			for i := 0; a.CacheStats().Hits == 0; i++ {
+				if i == 100 {
+					t.Fatalf("reads are never served from the cache: %+v", a.CacheStats())
+				}
+				mustRunLua(t, ra, `assert(shield.global():get_cached("hot", 600000) == "v1")`)
 			}
 			mustRunLua(t, rb, `shield.global():set("hot", "v2")`)
 			mustRunLua(t, ra, `

@@ -96,12 +96,11 @@ type Module struct {
 
 	global     *bindings.Global
 	locks      *bindings.Locks
-	lockBus    pubsub.Bus              // lock wake-ups (Redis)
 	redlock    []redis.UniversalClient // lock.redlock nodes
 	owner      bindings.Owner
 	ownsClient bool
 	instance   string     // tells this process's cache announcements from others'
-	cacheBus   pubsub.Bus // carries cache invalidations (its own connection)
+	internal   pubsub.Bus // Redis: cache invalidations and lock wake-ups, on their own connection
 	closeOnce  sync.Once
 }
 
@@ -155,8 +154,7 @@ func (m *Module) startLocks() error {
 	if m.Backend == BackendMemory {
 		m.Locks, l.DistInline = lock.NewMemory(nil), true
 	} else {
-		m.lockBus = pubsub.NewRedis(m.Redis, prefix, pubsub.Events{})
-		m.Locks = lock.NewRedis(m.Redis, prefix, m.lockBus)
+		m.Locks = lock.NewRedis(m.Redis, prefix, m.internal)
 	}
 	l.Dist = m.Locks
 	if c.Redlock.Enabled {
@@ -219,7 +217,27 @@ func (m *Module) startGlobal() error {
 		m.KV, m.Bus = kv.NewMemory(), pubsub.NewMemory()
 	} else {
 		m.KV = kv.NewRedis(m.Redis, keys.Prefix)
-		m.Bus = pubsub.NewRedis(m.Redis, keys.PubSubPrefix(), pubsub.Events{})
+		m.Bus = pubsub.NewRedis(m.Redis, keys.PubSubPrefix(), pubsub.Events{
+			Down: func(err error) {
+				m.Log.Warn("shield: pub/sub connection down; subscriptions resume when it is back", "error", err)
+			},
+			Up: func() { m.Log.Info("shield: pub/sub connection back; subscriptions resumed") },
+		})
+		m.internal = pubsub.NewRedis(m.Redis, keys.Prefix, pubsub.Events{
+			// SetBypass clears the cache whenever it flips.
+			Down: func(err error) {
+				if m.Cache != nil {
+					m.Cache.SetBypass(true)
+				}
+				m.Log.Warn("shield: internal pub/sub connection down; local cache bypassed, lock waiters poll", "error", err)
+			},
+			Up: func() {
+				if m.Cache != nil {
+					m.Cache.SetBypass(false)
+				}
+				m.Log.Info("shield: internal pub/sub connection back; local cache cleared")
+			},
+		})
 		if c.Enabled && c.Sync {
 			if err := m.startCacheSync(g, keys); err != nil {
 				return err
@@ -231,25 +249,16 @@ func (m *Module) startGlobal() error {
 	return nil
 }
 
-// startCacheSync subscribes to the invalidation channel. While that
-// connection is down the cache is bypassed, and it is cleared when it comes
-// back: announcements may have been missed, so nothing stale is ever served.
+// startCacheSync subscribes to the invalidation channel on the internal bus.
+// While that connection is down the cache is bypassed, and it is cleared
+// when it comes back: announcements may have been missed, so nothing stale
+// is ever served.
 func (m *Module) startCacheSync(g *bindings.Global, keys store.Keys) error {
 	m.instance = randomID(8)
-	m.cacheBus = pubsub.NewRedis(m.Redis, keys.Prefix+"cache:", pubsub.Events{
-		// SetBypass clears the cache whenever it flips.
-		Down: func(err error) {
-			m.Cache.SetBypass(true)
-			m.Log.Warn("shield: cache invalidation channel down; local cache bypassed", "error", err)
-		},
-		Up: func() {
-			m.Cache.SetBypass(false)
-			m.Log.Info("shield: cache invalidation channel back; local cache cleared")
-		},
-	})
+	channel := strings.TrimPrefix(keys.CacheInvalidation(), keys.Prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := m.cacheBus.Subscribe(ctx, "invalidate", func(msg pubsub.Message) {
+	_, err := m.internal.Subscribe(ctx, channel, func(msg pubsub.Message) {
 		origin, key, ok := strings.Cut(string(msg.Payload), "\n")
 		if ok && origin != m.instance {
 			g.Evict(key)
@@ -259,7 +268,7 @@ func (m *Module) startCacheSync(g *bindings.Global, keys store.Keys) error {
 		return fmt.Errorf("shield: global.cache.sync: %w", err)
 	}
 	g.Announce = func(ctx context.Context, key string) error {
-		_, err := m.cacheBus.Publish(ctx, "invalidate", []byte(m.instance+"\n"+key))
+		_, err := m.internal.Publish(ctx, channel, []byte(m.instance+"\n"+key))
 		return err
 	}
 	return nil
@@ -288,14 +297,11 @@ func (m *Module) Close() error {
 		if m.LocalLocks != nil {
 			m.LocalLocks.StopExpiry()
 		}
-		if m.lockBus != nil {
-			err = errors.Join(err, m.lockBus.Close())
-		}
 		for _, c := range m.redlock {
 			err = errors.Join(err, c.Close())
 		}
-		if m.cacheBus != nil {
-			err = errors.Join(err, m.cacheBus.Close())
+		if m.internal != nil {
+			err = errors.Join(err, m.internal.Close())
 		}
 		if m.Bus != nil {
 			err = errors.Join(err, m.Bus.Close())

@@ -2,6 +2,7 @@ package bindings
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -29,7 +30,11 @@ func (a args) bad(n int, msg string) {
 }
 
 func (a args) typeError(n int, want string) {
-	a.bad(n, want+" expected, got "+typeName(a.L.Get(n)))
+	got := "no value"
+	if n <= a.L.GetTop() {
+		got = a.L.Get(n).Type().String()
+	}
+	a.bad(n, want+" expected, got "+got)
 }
 
 // fail raises a plain error about this call.
@@ -46,10 +51,13 @@ func (a args) str(n int) string {
 }
 
 // key is a non-empty string.
-func (a args) key(n int) string {
+func (a args) key(n int) string { return a.name(n, "key") }
+
+// name is a non-empty string; what names it in the error ("channel").
+func (a args) name(n int, what string) string {
 	s := a.str(n)
 	if s == "" {
-		a.bad(n, "key must not be empty")
+		a.bad(n, what+" must not be empty")
 	}
 	return s
 }
@@ -78,7 +86,7 @@ func (a args) optMillis(n int, what string) int64 {
 	if v <= 0 || v != v || v > 1e15 {
 		a.bad(n, fmt.Sprintf("%s must be a positive number of milliseconds, got %s", what, lua.LNumber(v).String()))
 	}
-	return int64(v)
+	return int64(math.Ceil(v)) // 0.5 ms is 1 ms, never "no expiry"
 }
 
 func (a args) table(n int) *lua.LTable {
@@ -103,15 +111,12 @@ func (a args) self(n int, typ string) any {
 			return ud.Value
 		}
 	}
-	a.bad(n, typ+" expected, got "+typeName(a.L.Get(n))+" (call it with ':')")
-	return nil
-}
-
-func typeName(v lua.LValue) string {
-	if v == lua.LNil {
-		return "no value"
+	got := "no value"
+	if n <= a.L.GetTop() {
+		got = a.L.Get(n).Type().String()
 	}
-	return v.Type().String()
+	a.bad(n, typ+" expected, got "+got+" (call it with ':')")
+	return nil
 }
 
 // raise raises a Lua error positioned at the user's code: the first stack

@@ -92,10 +92,10 @@ func (rt *Runtime) spawn(L *lua.LState) int {
 // log/slog; fields is a table of attributes.
 func (rt *Runtime) logAt(L *lua.LState, name string, level slog.Level) int {
 	a := argsOf(L, "shield.log", name)
-	msg := L.ToStringMeta(L.Get(1)).String()
 	if L.Get(1) == lua.LNil {
 		a.typeError(1, "string")
 	}
+	msg := L.ToStringMeta(L.Get(1)).String()
 	var attrs []slog.Attr
 	if L.GetTop() >= 2 && L.Get(2) != lua.LNil {
 		fields := a.table(2)

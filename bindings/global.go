@@ -227,7 +227,7 @@ func (b *globalBinding) add(L *lua.LState, fn string, sign float64) int {
 	key := a.key(2)
 	delta := a.optNum(3, 1) * sign
 	if delta != delta || delta > 1e300 || delta < -1e300 {
-		a.bad(3, "delta must be a finite number")
+		a.bad(3, "delta must be a number between -1e300 and 1e300")
 	}
 	return b.call(L, fn, func(ctx context.Context) (any, error) {
 		n, err := b.g.Store.IncrBy(ctx, key, delta)

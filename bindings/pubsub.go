@@ -2,6 +2,7 @@ package bindings
 
 import (
 	"context"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -14,6 +15,9 @@ const subscriptionType = "shield.subscription"
 // maxPending bounds the messages a slow subscriber may have queued; beyond
 // it the oldest are dropped (pub/sub is at-most-once) and the drop is logged.
 const maxPending = 10000
+
+// subscribeTimeout bounds how long g:subscribe waits for Redis to confirm.
+const subscribeTimeout = 10 * time.Second
 
 // subscription delivers one channel's (or pattern's) messages to a Lua
 // function, one message at a time, each call a task of its own: fn may block,
@@ -133,11 +137,19 @@ func (b *globalBinding) psubscribe(L *lua.LState) int { return b.sub(L, "psubscr
 
 func (b *globalBinding) sub(L *lua.LState, fn string, pattern bool) int {
 	a := b.args(L, fn)
-	name := a.key(2)
+	what := "channel"
+	if pattern {
+		what = "pattern"
+	}
+	name := a.name(2, what)
 	s := &subscription{rt: b.rt, fn: a.function(3), name: name, inline: b.g.Store.Inline()}
 	b.rt.Ref()
 	b.rt.OnClose(s.close)
 	return b.call(L, fn, func(ctx context.Context) (any, error) {
+		// Never wait forever for Redis: a subscription that cannot be
+		// confirmed in time is an error the script sees.
+		ctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
+		defer cancel()
 		var bs pubsub.Subscription
 		var err error
 		if pattern {
@@ -165,7 +177,7 @@ func (b *globalBinding) sub(L *lua.LState, fn string, pattern bool) int {
 // g:publish(channel, message) -> number of receivers.
 func (b *globalBinding) publish(L *lua.LState) int {
 	a := b.args(L, "publish")
-	ch := a.key(2)
+	ch := a.name(2, "channel")
 	data, err := codec.Encode(L.Get(3))
 	if err != nil {
 		a.bad(3, err.Error())

@@ -368,6 +368,13 @@ func (rt *Runtime) CurrentTask(L *lua.LState) *Task {
 	return nil
 }
 
+// CallbackErrors is the number of callbacks (subscribers, on_lost) that
+// raised; each was logged with its traceback and the callback's owner went on.
+func (rt *Runtime) CallbackErrors() (n int) {
+	_ = rt.Do(func(*lua.LState) error { n = rt.callbackErrors; return nil })
+	return n
+}
+
 // Ref keeps the runtime busy (Wait does not return) until the matching Unref:
 // subscriptions and scheduled work hold a reference. Loop only.
 func (rt *Runtime) Ref() { rt.keepalive++ }

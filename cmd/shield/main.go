@@ -50,6 +50,10 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(argv[1:]); err != nil {
 		return 2
 	}
+	if (cmd != "run" && cmd != "test") || (cmd == "run" && fs.NArg() < 1) {
+		fmt.Fprint(stderr, usage) // before connecting to anything
+		return 2
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -64,10 +68,6 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	defer mod.Close()
 	switch cmd {
 	case "run":
-		if fs.NArg() < 1 {
-			fmt.Fprint(stderr, usage)
-			return 2
-		}
 		return runScript(mod, fs.Arg(0), fs.Args()[1:], stderr)
 	case "test":
 		paths := fs.Args()
@@ -87,11 +87,8 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		if res.Failed > 0 {
 			return 1
 		}
-		return 0
-	default:
-		fmt.Fprint(stderr, usage)
-		return 2
 	}
+	return 0
 }
 
 func loadConfig(path string) (config.Config, error) {

@@ -16,7 +16,7 @@ import (
 // Redis is a Store kept in Redis, standalone or Cluster. Every key is
 // store.Keys{Prefix: prefix}.Global(key).
 //
-// Commands: Get is GET, Set is SET (with PX when ttl > 0), Delete is DEL,
+// Commands: Get is GET, Set is SET (with an expiry when ttl > 0), Delete is DEL,
 // IncrBy is INCRBYFLOAT (atomic, keeps the TTL; run in a script that also
 // range-checks the result), TTL is PTTL. MGet pipelines one GET per key
 // (go-redis splits the pipeline by node on Cluster), so it never fails with
@@ -105,7 +105,7 @@ func (r *Redis) MGet(ctx context.Context, keys []string) ([][]byte, error) {
 	return out, nil
 }
 
-// Set stores value under key (SET, with PX when ttl > 0). Errors wrap the
+// Set stores value under key (SET, with an expiry when ttl > 0). Errors wrap the
 // Redis error.
 func (r *Redis) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	if err := r.c.Set(ctx, r.keys.Global(key), nonNil(value), normTTL(ttl)).Err(); err != nil {

@@ -27,6 +27,15 @@ func NewClient(r config.Redis) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("global.redis.url: %w", err)
 		}
+		if r.Username != "" {
+			opt.Username = r.Username
+		}
+		if r.Password != "" {
+			opt.Password = r.Password
+		}
+		if r.TLS && opt.TLSConfig == nil {
+			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = millis(r.DialTimeout), millis(r.ReadTimeout), millis(r.WriteTimeout)
 		opt.PoolSize = r.PoolSize
 		return redis.NewClusterClient(opt), nil
@@ -40,6 +49,12 @@ func NewClient(r config.Redis) (redis.UniversalClient, error) {
 		}
 		if r.Password != "" {
 			opt.Password = r.Password
+		}
+		if r.DB != 0 { // a URL without a /db path means 0: global.redis.db decides
+			opt.DB = r.DB
+		}
+		if r.TLS && opt.TLSConfig == nil {
+			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = millis(r.DialTimeout), millis(r.ReadTimeout), millis(r.WriteTimeout)
 		opt.PoolSize = r.PoolSize

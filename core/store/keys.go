@@ -14,9 +14,6 @@ type Keys struct {
 // Global is the key of a shield.global() value: <prefix>global:<key>.
 func (k Keys) Global(key string) string { return k.Prefix + "global:" + key }
 
-// GlobalPrefix is the part of every Global key before the user's key.
-func (k Keys) GlobalPrefix() string { return k.Prefix + "global:" }
-
 // PubSubPrefix is prepended to every user pub/sub channel and pattern:
 // <prefix>pubsub:<channel>.
 func (k Keys) PubSubPrefix() string { return k.Prefix + "pubsub:" }

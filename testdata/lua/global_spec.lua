@@ -205,3 +205,11 @@ describe("shield.global pub/sub", function()
 		assert.error_matches(function() g:publish(key("c"), function() end) end, "cannot encode function")
 	end)
 end)
+
+describe("shield.global ttl rounding", function()
+	it("rounds a fractional ttl up instead of storing without expiry", function()
+		local k = "spec:" .. run .. ":frac"
+		g:set(k, "brief", 0.5)
+		assert.is_true(wait_for(function() return g:get(k) == nil end))
+	end)
+end)
