@@ -178,3 +178,16 @@ func TestRedisFailureRaisesAnErrorNamingTheCall(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Each capability can be switched off on its own: it is then not registered.
+func TestLockCapabilitySwitchedOff(t *testing.T) {
+	cfg := config.Default()
+	cfg.Lock.Enabled = false
+	m := newModule(t, cfg)
+	if m.Locks != nil || m.LocalLocks != nil {
+		t.Fatal("lock backends built although lock.enabled is false")
+	}
+	rt := newRuntime(t, m)
+	mustRunLua(t, rt, `assert(shield.mutex == nil and shield.lock == nil and shield.distributed_mutex == nil)
+		assert(shield.global ~= nil)`)
+}
