@@ -121,3 +121,37 @@ func TestLostHoldFreesTheLocalGate(t *testing.T) {
 		while got == nil and shield.now_ms() < until_ms do shield.sleep(10) end
 		assert(got == true, "another task could not get the lock after the lost hold was released: " .. tostring(got))`)
 }
+
+// When Redis stops answering, the watchdog cannot renew: once the lease must
+// have run out the hold is marked lost and on_lost runs — the holder learns
+// it is no longer protected even though nobody took the lock over.
+func TestWatchdogMarksLostWhenRenewalsFail(t *testing.T) {
+	srv := testredis.StartServer(t)
+	cfg := config.Default()
+	cfg.Global.Redis.URL = srv.URL()
+	cfg.Global.Redis.DialTimeout, cfg.Global.Redis.ReadTimeout, cfg.Global.Redis.WriteTimeout = 100, 100, 100
+	cfg.Global.Cache.Sync = false
+	m := newModule(t, cfg)
+	rt := newRuntime(t, m)
+	err := rt.Do(func(L *lua.LState) error {
+		L.SetGlobal("stop_redis", L.NewFunction(func(*lua.LState) int { srv.Stop(); return 0 }))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRunLua(t, rt, `
+		local reason
+		local l = shield.distributed_mutex("unreachable", {
+			ttl = 600, extend_interval = 100,
+			on_lost = function(_, why) reason = why end,
+		})
+		assert(l:acquire())
+		stop_redis()
+		local deadline = shield.now_ms() + 10000
+		while not (l:lost() and reason) do
+			assert(shield.now_ms() < deadline, "the hold was never marked lost")
+			shield.sleep(20)
+		end
+		assert(reason:find("renewals failed until the lease ran out"), reason)`)
+}
