@@ -69,6 +69,7 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 	}
 	b.dist = distImpl{b: dist, gate: b.local, isInline: l.DistInline && l.Redlock == nil, run: rt.goWork}
 	rt.OnClose(b.closeAll)
+	rt.locks = b
 
 	obj := L.NewTypeMetatable(lockObjType)
 	obj.RawSetString("__name", lua.LString(lockObjType))
@@ -288,6 +289,20 @@ func (lo *lockObj) drop(owner string) {
 		delete(lo.holds, owner)
 	}
 	lo.mu.Unlock()
+	lo.settle()
+}
+
+// settle takes the object off the runtime's active set once nothing is held
+// or awaited, so objects made per request do not accumulate.
+func (lo *lockObj) settle() {
+	lo.mu.Lock()
+	idle := len(lo.holds) == 0 && len(lo.waits) == 0
+	lo.mu.Unlock()
+	if idle {
+		lo.b.mu.Lock()
+		delete(lo.b.active, lo)
+		lo.b.mu.Unlock()
+	}
 }
 
 // ---- the watchdog
@@ -429,6 +444,7 @@ func (lo *lockObj) start(L *lua.LState, a args, owner string, timeout time.Durat
 				lo.mu.Lock()
 				delete(lo.waits, owner)
 				lo.mu.Unlock()
+				defer lo.settle()
 				switch {
 				case err == nil:
 					lo.watch(owner)

@@ -54,6 +54,8 @@ type Runtime struct {
 	wrap       *lua.LFunction
 	with       lua.LValue  // the prelude's l:with helper
 	lib        *lua.LTable // the shield module table
+
+	locks *lockBinding // nil when the lock capability is off
 }
 
 // taskIDs numbers tasks process-wide, so owner ids
