@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -93,7 +94,27 @@ type Redis struct {
 	c    redis.UniversalClient
 	keys store.Keys
 	bus  pubsub.Bus
+
+	mu      sync.Mutex
+	watches map[string]*watch // by channel
+	nextFn  uint64
 }
+
+// watch is one subscription to a lock's release channel, shared by every
+// Watch of that lock in this process. It lingers a while after its last
+// watcher leaves, so a contended lock does not pay a SUBSCRIBE round trip
+// (and its confirmation) on every acquire.
+type watch struct {
+	sub   pubsub.Subscription
+	fns   map[uint64]func()
+	idle  *time.Timer
+	ready bool // subscribed; until then other Watch calls wait on done
+	done  chan struct{}
+	err   error
+}
+
+// watchLinger is how long an unwatched release channel stays subscribed.
+const watchLinger = 5 * time.Second
 
 var _ Backend = (*Redis)(nil)
 
@@ -347,9 +368,78 @@ func (r *Redis) Watch(ctx context.Context, name string, fn func()) (func(), erro
 		return nil, invalid(op, name, "nil func")
 	}
 	channel := strings.TrimPrefix(r.keys.LockReleased(name), r.keys.Prefix)
-	sub, err := r.bus.Subscribe(ctx, channel, func(pubsub.Message) { fn() })
-	if err != nil {
-		return nil, opErr(op, name, err)
+	r.mu.Lock()
+	if r.watches == nil {
+		r.watches = map[string]*watch{}
 	}
-	return sub.Unsubscribe, nil
+	w := r.watches[channel]
+	if w == nil {
+		w = &watch{fns: map[uint64]func(){}, done: make(chan struct{})}
+		r.watches[channel] = w
+		r.mu.Unlock()
+		sub, err := r.bus.Subscribe(ctx, channel, func(pubsub.Message) { r.fire(w) })
+		r.mu.Lock()
+		w.sub, w.err, w.ready = sub, err, true
+		close(w.done)
+		if err != nil {
+			delete(r.watches, channel)
+			r.mu.Unlock()
+			return nil, opErr(op, name, err)
+		}
+	} else if !w.ready {
+		r.mu.Unlock()
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			return nil, opErr(op, name, ctx.Err())
+		}
+		if w.err != nil {
+			return nil, opErr(op, name, w.err)
+		}
+		r.mu.Lock()
+		if r.watches[channel] != w { // it lingered out meanwhile: start over
+			r.mu.Unlock()
+			return r.Watch(ctx, name, fn)
+		}
+	}
+	if w.idle != nil {
+		w.idle.Stop()
+		w.idle = nil
+	}
+	r.nextFn++
+	id := r.nextFn
+	w.fns[id] = fn
+	r.mu.Unlock()
+	return func() { r.unwatch(channel, w, id) }, nil
+}
+
+func (r *Redis) fire(w *watch) {
+	r.mu.Lock()
+	fns := make([]func(), 0, len(w.fns))
+	for _, fn := range w.fns {
+		fns = append(fns, fn)
+	}
+	r.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+func (r *Redis) unwatch(channel string, w *watch, id uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(w.fns, id)
+	if len(w.fns) > 0 || w.idle != nil {
+		return
+	}
+	w.idle = time.AfterFunc(watchLinger, func() {
+		r.mu.Lock()
+		if len(w.fns) > 0 || r.watches[channel] != w {
+			r.mu.Unlock()
+			return
+		}
+		delete(r.watches, channel)
+		r.mu.Unlock()
+		w.sub.Unsubscribe()
+	})
 }
