@@ -2,9 +2,10 @@ GO ?= go
 
 .PHONY: test test-short bench fuzz run
 
-# The one test command: installs and starts a throwaway Redis and a
-# three-master Redis Cluster and runs every test with the race detector
-# (the Lua specs in testdata/lua run inside it, on all three backends).
+# The one test command: installs and starts a throwaway Redis, a
+# three-master Redis Cluster and a Sentinel-watched master, and runs every
+# test with the race detector (the Lua specs in testdata/lua run inside it,
+# on every backend).
 test:
 	bash scripts/with-redis.sh $(GO) test -race -count=1 -timeout 15m ./...
 

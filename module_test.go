@@ -35,6 +35,14 @@ func clusterConfig(t *testing.T) Config {
 	return cfg
 }
 
+func sentinelConfig(t *testing.T) Config {
+	cfg := config.Default()
+	cfg.Global.Redis.Addrs = []string{testredis.SentinelAddr(t)}
+	cfg.Global.Redis.MasterName = testredis.SentinelMaster
+	cfg.Global.Redis.Prefix = testredis.Prefix(t)
+	return cfg
+}
+
 func newModule(t *testing.T, cfg Config, opts ...Option) *Module {
 	t.Helper()
 	m, err := New(cfg, append([]Option{WithLogger(quietLog())}, opts...)...)

@@ -10,9 +10,10 @@ import (
 // The Lua specs must pass identically on every backend.
 func TestLuaSpecs(t *testing.T) {
 	backends := map[string]func(t *testing.T) Config{
-		"memory":  func(*testing.T) Config { return config.Default() },
-		"redis":   redisConfig,
-		"cluster": clusterConfig,
+		"memory":   func(*testing.T) Config { return config.Default() },
+		"redis":    redisConfig,
+		"cluster":  clusterConfig,
+		"sentinel": sentinelConfig,
 	}
 	for name, cfg := range backends {
 		t.Run(name, func(t *testing.T) {

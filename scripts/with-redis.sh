@@ -5,6 +5,7 @@
 # It installs redis-server from Debian packages when missing, and exports
 #   SHIELD_TEST_REDIS_URL      redis://127.0.0.1:PORT/0 (standalone)
 #   SHIELD_TEST_REDIS_CLUSTER  host:port,host:port,host:port (cluster seeds)
+#   SHIELD_TEST_REDIS_SENTINEL host:port of a Sentinel watching master "shieldmaster"
 # for the Go tests (internal/testredis reads them).
 set -euo pipefail
 
@@ -69,7 +70,29 @@ for _ in $(seq 1 100); do
 done
 redis-cli -p "$first" cluster info | grep -q 'cluster_state:ok' || { echo "with-redis: cluster not ok" >&2; exit 1; }
 
+# A master watched by one Sentinel (clients find the master through it).
+sentinel_master=$(pick_port)
+start_redis "$sentinel_master"
+sentinel=$(pick_port)
+mkdir -p "$dir/$sentinel"
+cat > "$dir/$sentinel/sentinel.conf" <<CONF
+port $sentinel
+bind 127.0.0.1
+dir $dir/$sentinel
+sentinel monitor shieldmaster 127.0.0.1 $sentinel_master 1
+sentinel down-after-milliseconds shieldmaster 5000
+CONF
+redis-server "$dir/$sentinel/sentinel.conf" --sentinel --logfile "$dir/$sentinel/sentinel.log" &
+pids+=($!)
+for _ in $(seq 1 100); do
+  redis-cli -p "$sentinel" sentinel get-master-addr-by-name shieldmaster 2>/dev/null | grep -q "$sentinel_master" && break
+  sleep 0.1
+done
+redis-cli -p "$sentinel" sentinel get-master-addr-by-name shieldmaster | grep -q "$sentinel_master" || {
+  echo "with-redis: sentinel did not come up" >&2; cat "$dir/$sentinel/sentinel.log" >&2; exit 1; }
+
 export SHIELD_TEST_REDIS_URL="redis://127.0.0.1:$standalone/0"
+export SHIELD_TEST_REDIS_SENTINEL="127.0.0.1:$sentinel"
 export SHIELD_TEST_REDIS_CLUSTER=$(IFS=,; echo "${cluster[*]}")
-echo "with-redis: standalone $SHIELD_TEST_REDIS_URL, cluster $SHIELD_TEST_REDIS_CLUSTER" >&2
+echo "with-redis: standalone $SHIELD_TEST_REDIS_URL, cluster $SHIELD_TEST_REDIS_CLUSTER, sentinel $SHIELD_TEST_REDIS_SENTINEL" >&2
 "$@"

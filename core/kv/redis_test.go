@@ -18,6 +18,12 @@ func TestRedis(t *testing.T) {
 	}, time.Sleep)
 }
 
+func TestSentinel(t *testing.T) {
+	runConformance(t, func(t *testing.T) Store {
+		return NewRedis(testredis.Sentinel(t), testredis.Prefix(t))
+	}, time.Sleep)
+}
+
 func TestCluster(t *testing.T) {
 	runConformance(t, func(t *testing.T) Store {
 		return NewRedis(testredis.Cluster(t), testredis.Prefix(t))

@@ -35,6 +35,14 @@ func TestRedis(t *testing.T) {
 	}, time.Sleep)
 }
 
+func TestSentinel(t *testing.T) {
+	c := testredis.Sentinel(t)
+	runConformance(t, func(t *testing.T) Backend {
+		b, _ := newRedisBackend(t, c)
+		return b
+	}, time.Sleep)
+}
+
 func TestCluster(t *testing.T) {
 	c := testredis.Cluster(t)
 	runConformance(t, func(t *testing.T) Backend {

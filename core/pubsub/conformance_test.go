@@ -42,6 +42,7 @@ func TestConformance(t *testing.T) {
 	// asynchronously over the cluster bus); TestRedisClusterCrossNode
 	// covers delivery across nodes.
 	t.Run("cluster", func(t *testing.T) { runConformance(t, redisBuses(testredis.Cluster(t), "{pubsub-test}:")) })
+	t.Run("sentinel", func(t *testing.T) { runConformance(t, redisBuses(testredis.Sentinel(t), "")) })
 }
 
 // memoryBuses returns a factory: the buses of one test are the same

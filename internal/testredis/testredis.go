@@ -24,8 +24,11 @@ import (
 
 // Env names the variables scripts/with-redis.sh exports.
 const (
-	EnvURL     = "SHIELD_TEST_REDIS_URL"
-	EnvCluster = "SHIELD_TEST_REDIS_CLUSTER"
+	EnvURL      = "SHIELD_TEST_REDIS_URL"
+	EnvCluster  = "SHIELD_TEST_REDIS_CLUSTER"
+	EnvSentinel = "SHIELD_TEST_REDIS_SENTINEL"
+	// SentinelMaster is the master name the test Sentinel watches.
+	SentinelMaster = "shieldmaster"
 )
 
 // URL returns the standalone server's URL or fails the test.
@@ -46,6 +49,27 @@ func ClusterAddrs(t testing.TB) []string {
 		t.Fatalf("this test needs a Redis Cluster: %s is not set (run `make test`, which starts one)", EnvCluster)
 	}
 	return strings.Split(v, ",")
+}
+
+// SentinelAddr returns the test Sentinel's address or fails the test.
+func SentinelAddr(t testing.TB) string {
+	t.Helper()
+	v := os.Getenv(EnvSentinel)
+	if v == "" {
+		t.Fatalf("this test needs a Redis Sentinel: %s is not set (run `make test`, which starts one)", EnvSentinel)
+	}
+	return v
+}
+
+// Sentinel connects through the test Sentinel to its master; the client is
+// closed when the test ends.
+func Sentinel(t testing.TB) *redis.Client {
+	t.Helper()
+	addr := SentinelAddr(t)
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: []string{addr}})
+	t.Cleanup(func() { c.Close() })
+	ping(t, c, "sentinel "+addr)
+	return c
 }
 
 // Standalone connects to the standalone server; the client is closed when the test ends.
@@ -72,10 +96,10 @@ func Cluster(t testing.TB) *redis.ClusterClient {
 }
 
 // Backends returns the Redis deployments every Redis-backed capability is
-// tested on, by name: "redis" (standalone) and "cluster".
+// tested on, by name: "redis" (standalone), "cluster" and "sentinel".
 func Backends(t testing.TB) map[string]redis.UniversalClient {
 	t.Helper()
-	return map[string]redis.UniversalClient{"redis": Standalone(t), "cluster": Cluster(t)}
+	return map[string]redis.UniversalClient{"redis": Standalone(t), "cluster": Cluster(t), "sentinel": Sentinel(t)}
 }
 
 // Prefix returns a key prefix no other test uses, so tests can share a server.
