@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"strings"
@@ -191,26 +192,12 @@ func (r *Redis) Delete(ctx context.Context, key string) (bool, error) {
 	return n > 0, nil
 }
 
-// incrScript is INCRBYFLOAT plus a float64 range check: Redis computes in
-// long double, so a result beyond ±1.8e308 would be stored as a number no
-// float64 decoder (nor the memory backend) accepts. Such a result is undone
-// (the old value is restored, keeping the TTL) and reported like Redis's own
-// NaN/Infinity error. INCRBYFLOAT's own errors abort the script before any
-// write.
-var incrScript = redis.NewScript(`
-local old = redis.call('GET', KEYS[1])
-local new = redis.call('INCRBYFLOAT', KEYS[1], ARGV[1])
-local x = tonumber(new)
-if x == nil or x ~= x or x == math.huge or x == -math.huge then
-	if old then
-		redis.call('SET', KEYS[1], old, 'KEEPTTL')
-	else
-		redis.call('DEL', KEYS[1])
-	end
-	return redis.error_reply('ERR increment would produce NaN or Infinity')
-end
-return new
-`)
+// incrScript is INCRBYFLOAT plus a float64 range check (see its header).
+//
+//go:embed scripts/incr.lua
+var incrSrc string
+
+var incrScript = redis.NewScript(incrSrc)
 
 // IncrBy adds delta to the number under key with INCRBYFLOAT (atomic, keeps
 // the TTL; see Store.IncrBy for the number format), run inside a small Lua
