@@ -30,11 +30,15 @@ func (a args) bad(n int, msg string) {
 }
 
 func (a args) typeError(n int, want string) {
-	got := "no value"
-	if n <= a.L.GetTop() {
-		got = a.L.Get(n).Type().String()
+	a.bad(n, want+" expected, got "+a.got(n))
+}
+
+// got names the type of argument n as Lua does ("no value" past the end).
+func (a args) got(n int) string {
+	if n > a.L.GetTop() {
+		return "no value"
 	}
-	a.bad(n, want+" expected, got "+got)
+	return a.L.Get(n).Type().String()
 }
 
 // fail raises a plain error about this call.
@@ -111,11 +115,7 @@ func (a args) self(n int, typ string) any {
 			return ud.Value
 		}
 	}
-	got := "no value"
-	if n <= a.L.GetTop() {
-		got = a.L.Get(n).Type().String()
-	}
-	a.bad(n, typ+" expected, got "+got+" (call it with ':')")
+	a.bad(n, typ+" expected, got "+a.got(n)+" (call it with ':')")
 	return nil
 }
 

@@ -81,10 +81,7 @@ func (rt *Runtime) Suspend(L *lua.LState, name string, start func(complete func(
 		if err != nil {
 			raise(L, "%s: %s", name, err.Error())
 		}
-		for _, v := range vals {
-			L.Push(v)
-		}
-		return len(vals)
+		return pushAll(L, vals)
 	}
 	start(o.Complete)
 	return L.Yield(rt.mark, &lua.LUserData{Value: o})
@@ -135,6 +132,28 @@ func (rt *Runtime) worker(job func()) {
 			return
 		}
 	}
+}
+
+// Call is Await for a backend that may do no I/O: when inline is true (the
+// memory backend) work runs right here without yielding, otherwise off the
+// loop. Errors read the same either way: "<name>: <error>" at the caller's line.
+func (rt *Runtime) Call(L *lua.LState, name string, inline bool, work func(ctx context.Context) (any, error), convert func(L *lua.LState, v any) []lua.LValue) int {
+	if !inline {
+		return rt.Await(L, name, work, convert)
+	}
+	v, err := work(rt.ctx)
+	if err != nil {
+		raise(L, "%s: %s", name, err.Error())
+	}
+	return pushAll(L, convert(L, v))
+}
+
+// pushAll pushes vals and returns how many, as an LGFunction returns.
+func pushAll(L *lua.LState, vals []lua.LValue) int {
+	for _, v := range vals {
+		L.Push(v)
+	}
+	return len(vals)
 }
 
 const (

@@ -55,19 +55,7 @@ func (b *globalBinding) args(L *lua.LState, fn string) args {
 
 // call runs work inline on the memory backend and off the loop on Redis.
 func (b *globalBinding) call(L *lua.LState, fn string, work func(ctx context.Context) (any, error), convert func(L *lua.LState, v any) []lua.LValue) int {
-	name := globalType + ":" + fn
-	if b.g.Store.Inline() {
-		v, err := work(b.rt.ctx)
-		if err != nil {
-			raise(L, "%s: %s", name, err.Error())
-		}
-		vals := convert(L, v)
-		for _, v := range vals {
-			L.Push(v)
-		}
-		return len(vals)
-	}
-	return b.rt.Await(L, name, work, convert)
+	return b.rt.Call(L, globalType+":"+fn, b.g.Store.Inline(), work, convert)
 }
 
 // written evicts key locally and tells the other processes.
@@ -250,8 +238,7 @@ func (b *globalBinding) getCached(L *lua.LState) int {
 	c := b.g.Cache
 	if c != nil {
 		if data, ok := c.Get(key); ok {
-			L.Push(decode(data))
-			return 1
+			return pushAll(L, []lua.LValue{decode(data)})
 		}
 	}
 	var version uint64

@@ -109,15 +109,15 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 	mgrUD := L.NewUserData()
 	mgrUD.Metatable = mgr
 
-	lib.RawSetString("mutex", L.NewFunction(func(L *lua.LState) int { return b.newLock(L, "shield.mutex", b.local, false) }))
-	lib.RawSetString("spinlock", L.NewFunction(func(L *lua.LState) int { return b.newLock(L, "shield.spinlock", b.local, true) }))
-	lib.RawSetString("rwlock", L.NewFunction(func(L *lua.LState) int { return b.newRW(L, "shield.rwlock", b.local) }))
+	// Read-write locks never use Redlock (it has no shared mode).
+	distRW := distImpl{b: l.Dist, gate: b.local, isInline: l.DistInline, run: rt.goWork}
+	lib.RawSetString("mutex", L.NewFunction(func(L *lua.LState) int { return b.newLock(L, "shield.mutex", b.local, false, false) }))
+	lib.RawSetString("spinlock", L.NewFunction(func(L *lua.LState) int { return b.newLock(L, "shield.spinlock", b.local, false, true) }))
+	lib.RawSetString("rwlock", L.NewFunction(func(L *lua.LState) int { return b.newRW(L, "shield.rwlock", b.local, false) }))
 	lib.RawSetString("distributed_mutex", L.NewFunction(func(L *lua.LState) int {
-		return b.newLock(L, "shield.distributed_mutex", b.dist, false)
+		return b.newLock(L, "shield.distributed_mutex", b.dist, true, false)
 	}))
-	lib.RawSetString("distributed_rwlock", L.NewFunction(func(L *lua.LState) int {
-		return b.newRW(L, "shield.distributed_rwlock", distImpl{b: l.Dist, gate: b.local, isInline: l.DistInline, run: rt.goWork})
-	}))
+	lib.RawSetString("distributed_rwlock", L.NewFunction(func(L *lua.LState) int { return b.newRW(L, "shield.distributed_rwlock", distRW, true) }))
 	lib.RawSetString("lock", L.NewFunction(func(L *lua.LState) int { L.Push(mgrUD); return 1 }))
 }
 
@@ -214,10 +214,10 @@ func (b *lockBinding) makeObj(L *lua.LState, kind, name string, mode lock.Mode, 
 }
 
 // shield.mutex(name [, opts]), shield.spinlock, shield.distributed_mutex.
-func (b *lockBinding) newLock(L *lua.LState, kind string, impl lockImpl, spin bool) int {
+func (b *lockBinding) newLock(L *lua.LState, kind string, impl lockImpl, distributed, spin bool) int {
 	a := argsOf(L, "shield", kind[len("shield."):])
 	name := a.key(1)
-	o, onLost := b.parseOpts(a, 2, impl != lockImpl(b.local))
+	o, onLost := b.parseOpts(a, 2, distributed)
 	o.spin = spin
 	L.Push(b.makeObj(L, kind, name, lock.Exclusive, impl, o, onLost))
 	return 1
@@ -225,10 +225,10 @@ func (b *lockBinding) newLock(L *lua.LState, kind string, impl lockImpl, spin bo
 
 // shield.rwlock(name [, opts]) / shield.distributed_rwlock: an object whose
 // read_lock() and write_lock() are the two sides of one lock.
-func (b *lockBinding) newRW(L *lua.LState, kind string, impl lockImpl) int {
+func (b *lockBinding) newRW(L *lua.LState, kind string, impl lockImpl, distributed bool) int {
 	a := argsOf(L, "shield", kind[len("shield."):])
 	name := a.key(1)
-	o, onLost := b.parseOpts(a, 2, impl != lockImpl(b.local))
+	o, onLost := b.parseOpts(a, 2, distributed)
 	pair := L.NewTable()
 	pair.RawSetString("read_lock", b.makeObj(L, kind+":read_lock", name, lock.Shared, impl, o, onLost))
 	pair.RawSetString("write_lock", b.makeObj(L, kind+":write_lock", name, lock.Exclusive, impl, o, onLost))
@@ -413,11 +413,7 @@ func (lo *lockObj) start(L *lua.LState, a args, owner string, timeout time.Durat
 				lo.granted(owner, g)
 				lo.watch(owner)
 			}
-			vals := result(ok, "timeout")
-			for _, v := range vals {
-				L.Push(v)
-			}
-			return len(vals)
+			return pushAll(L, result(ok, "timeout"))
 		}
 	}
 	name := lo.kind + ":" + a.fn
@@ -486,72 +482,43 @@ func (b *lockBinding) release(L *lua.LState) int {
 	owner := b.rt.OwnerID(L)
 	h := lo.hold(owner)
 	if h == nil {
-		L.Push(lua.LFalse)
-		L.Push(lua.LString("not_held"))
-		return 2
+		return pushAll(L, resultPair(false, "not_held"))
 	}
 	// A lost hold is still released through the backend: that frees the
 	// process-local gate (and the lock, if the lease was only presumed lost).
 	lo.mu.Lock()
 	lost := h.lost
 	lo.mu.Unlock()
-	done := func(remaining int, err error) ([]lua.LValue, error) {
-		switch {
-		case lost || errors.Is(err, errNotHeld):
-			lo.drop(owner)
-			return resultPair(false, "lost"), nil
-		case err != nil:
-			return nil, err
-		case remaining <= 0:
-			lo.drop(owner)
-		default:
-			lo.mu.Lock()
-			h.count = remaining
-			lo.mu.Unlock()
-		}
-		return resultPair(true, ""), nil
-	}
-	if lo.impl.inline() {
-		vals, err := done(lo.impl.release(b.rt.ctx, lo.name, owner, lo.mode))
-		if err != nil {
-			a.fail("%s", err.Error())
-		}
-		for _, v := range vals {
-			L.Push(v)
-		}
-		return len(vals)
-	}
 	type rel struct {
-		n   int
-		err error
+		remaining int
+		notHeld   bool
 	}
-	return b.rt.Await(L, lo.kind+":release", func(ctx context.Context) (any, error) {
+	return lo.call(L, a, func(ctx context.Context) (any, error) {
 		n, err := lo.impl.release(ctx, lo.name, owner, lo.mode)
 		if err != nil && !errors.Is(err, errNotHeld) {
 			return nil, err
 		}
-		return rel{n, err}, nil
+		return rel{n, err != nil}, nil
 	}, func(_ *lua.LState, v any) []lua.LValue {
 		r := v.(rel)
-		vals, _ := done(r.n, r.err)
-		return vals
+		switch {
+		case lost || r.notHeld:
+			lo.drop(owner)
+			return resultPair(false, "lost")
+		case r.remaining <= 0:
+			lo.drop(owner)
+		default:
+			lo.mu.Lock()
+			h.count = r.remaining
+			lo.mu.Unlock()
+		}
+		return resultPair(true, "")
 	})
 }
 
-// call runs fn inline or off the loop depending on the lock's backend.
+// call runs work inline or off the loop depending on the lock's backend.
 func (lo *lockObj) call(L *lua.LState, a args, work func(ctx context.Context) (any, error), convert func(*lua.LState, any) []lua.LValue) int {
-	if lo.impl.inline() {
-		v, err := work(lo.b.rt.ctx)
-		if err != nil {
-			a.fail("%s", err.Error())
-		}
-		vals := convert(L, v)
-		for _, v := range vals {
-			L.Push(v)
-		}
-		return len(vals)
-	}
-	return lo.b.rt.Await(L, lo.kind+":"+a.fn, work, convert)
+	return lo.b.rt.Call(L, lo.kind+":"+a.fn, lo.impl.inline(), work, convert)
 }
 
 // l:extend(ms) -> true | false, "not_held": resets the lease to ms.
@@ -566,9 +533,7 @@ func (b *lockBinding) extend(L *lua.LState) int {
 	}
 	owner := b.rt.OwnerID(L)
 	if lo.hold(owner) == nil {
-		L.Push(lua.LFalse)
-		L.Push(lua.LString("not_held"))
-		return 2
+		return pushAll(L, resultPair(false, "not_held"))
 	}
 	return lo.call(L, a, func(ctx context.Context) (any, error) {
 		err := lo.impl.extend(ctx, lo.name, owner, lo.mode, ttl)

@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"github.com/shieldrt/shieldglobal/internal/testclock"
+
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -80,7 +82,7 @@ func TestCacheMaxSize(t *testing.T) {
 }
 
 func TestCacheTTL(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New()
 	c := NewCache(10, clock.Now)
 	c.Put("short", []byte("s"), 10*time.Second)
 	c.Put("long", []byte("l"), time.Hour)
@@ -233,7 +235,7 @@ func TestCacheStats(t *testing.T) {
 }
 
 func TestCacheConcurrent(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New()
 	c := NewCache(64, clock.Now)
 	var gets atomic.Uint64
 	var wg sync.WaitGroup

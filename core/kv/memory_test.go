@@ -12,12 +12,8 @@ import (
 	"github.com/shieldrt/shieldglobal/internal/testclock"
 )
 
-type fakeClock = testclock.Clock
-
-func newFakeClock() *fakeClock { return testclock.New() }
-
 func TestMemory(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New()
 	runConformance(t, func(t *testing.T) Store {
 		return NewMemory(WithClock(clock.Now))
 	}, clock.Advance)
@@ -49,7 +45,7 @@ func TestMemoryInline(t *testing.T) {
 }
 
 func TestMemoryExpiryBoundary(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New()
 	m := NewMemory(WithClock(clock.Now))
 	ctx := t.Context()
 	if err := m.Set(ctx, "k", []byte("v"), 1500*time.Millisecond); err != nil {
@@ -81,7 +77,7 @@ func TestMemoryExpiryBoundary(t *testing.T) {
 }
 
 func TestMemoryTTLRounding(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New()
 	m := NewMemory(WithClock(clock.Now))
 	for _, c := range []struct{ in, want time.Duration }{
 		{time.Nanosecond, time.Millisecond},
@@ -99,7 +95,7 @@ func TestMemoryTTLRounding(t *testing.T) {
 }
 
 func TestMemorySweepRemovesUnreadExpiredKeys(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New()
 	m := NewMemory(WithClock(clock.Now))
 	ctx := t.Context()
 	for i := range 1000 {
@@ -134,7 +130,7 @@ func TestMemorySweepRemovesUnreadExpiredKeys(t *testing.T) {
 
 func TestMemoryStartsNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
-	clock := newFakeClock()
+	clock := testclock.New()
 	m := NewMemory(WithClock(clock.Now))
 	ctx := t.Context()
 	for i := range 5000 {
@@ -153,7 +149,7 @@ func TestMemoryStartsNoGoroutine(t *testing.T) {
 
 func TestMemoryConcurrentMixed(t *testing.T) {
 	// Lock ordering (MSet locks several shards) and data races: run with -race.
-	clock := newFakeClock()
+	clock := testclock.New()
 	m := NewMemory(WithClock(clock.Now))
 	ctx := t.Context()
 	var wg sync.WaitGroup

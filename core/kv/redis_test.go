@@ -12,22 +12,16 @@ import (
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
+// TestRedis runs the conformance suite on every Redis deployment:
+// standalone, cluster and Sentinel.
 func TestRedis(t *testing.T) {
-	runConformance(t, func(t *testing.T) Store {
-		return NewRedis(testredis.Standalone(t), testredis.Prefix(t))
-	}, time.Sleep)
-}
-
-func TestSentinel(t *testing.T) {
-	runConformance(t, func(t *testing.T) Store {
-		return NewRedis(testredis.Sentinel(t), testredis.Prefix(t))
-	}, time.Sleep)
-}
-
-func TestCluster(t *testing.T) {
-	runConformance(t, func(t *testing.T) Store {
-		return NewRedis(testredis.Cluster(t), testredis.Prefix(t))
-	}, time.Sleep)
+	for name, c := range testredis.Backends(t) {
+		t.Run(name, func(t *testing.T) {
+			runConformance(t, func(t *testing.T) Store {
+				return NewRedis(c, testredis.Prefix(t))
+			}, time.Sleep)
+		})
+	}
 }
 
 func TestRedisInline(t *testing.T) {

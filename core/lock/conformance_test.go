@@ -10,13 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/shieldrt/shieldglobal/internal/testclock"
 )
-
-type fakeClock = testclock.Clock
-
-func newFakeClock() *fakeClock { return testclock.New() }
 
 // spy wraps a Backend and reports every TryAcquire attempt number.
 type spy struct {

@@ -1,13 +1,15 @@
 package lock
 
 import (
+	"github.com/shieldrt/shieldglobal/internal/testclock"
+
 	"runtime"
 	"testing"
 	"time"
 )
 
 func TestMemory(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New()
 	runConformance(t, func(t *testing.T) Backend { return NewMemory(clock.Now) }, clock.Advance)
 }
 
@@ -40,7 +42,7 @@ func TestMemoryStartsNoGoroutine(t *testing.T) {
 // Locks that are free and have no waiters are forgotten; token counters
 // stay, so tokens keep growing.
 func TestMemoryForgetsFreeLocks(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New()
 	m := NewMemory(clock.Now)
 	ctx := t.Context()
 	g1, _, _, _ := m.TryAcquire(ctx, "l", "A", Exclusive, Options{TTL: time.Second})

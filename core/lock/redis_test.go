@@ -27,28 +27,17 @@ func newRedisBackend(t *testing.T, c redis.UniversalClient) (*Redis, string) {
 	return NewRedis(c, prefix, bus), prefix
 }
 
+// TestRedis runs the conformance suite on every Redis deployment:
+// standalone, cluster and Sentinel.
 func TestRedis(t *testing.T) {
-	c := testredis.Standalone(t)
-	runConformance(t, func(t *testing.T) Backend {
-		b, _ := newRedisBackend(t, c)
-		return b
-	}, time.Sleep)
-}
-
-func TestSentinel(t *testing.T) {
-	c := testredis.Sentinel(t)
-	runConformance(t, func(t *testing.T) Backend {
-		b, _ := newRedisBackend(t, c)
-		return b
-	}, time.Sleep)
-}
-
-func TestCluster(t *testing.T) {
-	c := testredis.Cluster(t)
-	runConformance(t, func(t *testing.T) Backend {
-		b, _ := newRedisBackend(t, c)
-		return b
-	}, time.Sleep)
+	for name, c := range testredis.Backends(t) {
+		t.Run(name, func(t *testing.T) {
+			runConformance(t, func(t *testing.T) Backend {
+				b, _ := newRedisBackend(t, c)
+				return b
+			}, time.Sleep)
+		})
+	}
 }
 
 // The backend writes exactly the documented layout, every key of a lock in

@@ -31,34 +31,33 @@ const (
 	SentinelMaster = "shieldmaster"
 )
 
+// need returns the environment variable name or fails the test: what names
+// the deployment the test needs.
+func need(t testing.TB, name, what string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("this test needs %s: %s is not set (run `make test`, which starts one)", what, name)
+	}
+	return v
+}
+
 // URL returns the standalone server's URL or fails the test.
 func URL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv(EnvURL)
-	if u == "" {
-		t.Fatalf("this test needs Redis: %s is not set (run `make test`, which starts one)", EnvURL)
-	}
-	return u
+	return need(t, EnvURL, "Redis")
 }
 
 // ClusterAddrs returns the cluster seed addresses or fails the test.
 func ClusterAddrs(t testing.TB) []string {
 	t.Helper()
-	v := os.Getenv(EnvCluster)
-	if v == "" {
-		t.Fatalf("this test needs a Redis Cluster: %s is not set (run `make test`, which starts one)", EnvCluster)
-	}
-	return strings.Split(v, ",")
+	return strings.Split(need(t, EnvCluster, "a Redis Cluster"), ",")
 }
 
 // SentinelAddr returns the test Sentinel's address or fails the test.
 func SentinelAddr(t testing.TB) string {
 	t.Helper()
-	v := os.Getenv(EnvSentinel)
-	if v == "" {
-		t.Fatalf("this test needs a Redis Sentinel: %s is not set (run `make test`, which starts one)", EnvSentinel)
-	}
-	return v
+	return need(t, EnvSentinel, "a Redis Sentinel")
 }
 
 // Sentinel connects through the test Sentinel to its master; the client is

@@ -12,10 +12,6 @@ import (
 	"github.com/shieldrt/shieldglobal/internal/testclock"
 )
 
-type fakeClock = testclock.Clock
-
-func newFakeClock() *fakeClock { return testclock.New() }
-
 // internal accounting, to check that nothing leaks.
 func (m *Manager) entries() (names, heap, waiting int) {
 	for i := range m.shards {
@@ -100,7 +96,7 @@ func mustQueue(t *testing.T, m *Manager, r Request, g func(Hold)) *Waiter {
 }
 
 func TestUncontended(t *testing.T) {
-	clk := newFakeClock()
+	clk := testclock.New()
 	m := NewManager(clk.Now)
 	h := mustTry(t, m, x("a", "t1"))
 	if h.Count != 1 || !h.AcquiredAt.Equal(clk.Now()) || !h.ExpiresAt.IsZero() {
@@ -587,7 +583,7 @@ func mustQueueNoT(m *Manager, r Request, g func(Hold)) *Waiter {
 }
 
 func TestTTLExpiry(t *testing.T) {
-	clk := newFakeClock()
+	clk := testclock.New()
 	m := NewManager(clk.Now)
 	t0 := clk.Now()
 	r := x("a", "A")
@@ -699,7 +695,7 @@ func TestTTLExpiry(t *testing.T) {
 }
 
 func TestTTLSharedAndMany(t *testing.T) {
-	clk := newFakeClock()
+	clk := testclock.New()
 	m := NewManager(clk.Now)
 	var rec recorder
 	for i := 0; i < 20; i++ { // more than indexThreshold readers
@@ -830,7 +826,7 @@ func TestReleaseAll(t *testing.T) {
 }
 
 func TestInfoStats(t *testing.T) {
-	clk := newFakeClock()
+	clk := testclock.New()
 	m := NewManager(clk.Now)
 	if _, ok := m.Info("nope"); ok {
 		t.Fatal("Info of unknown name")
@@ -870,7 +866,7 @@ func TestInfoStats(t *testing.T) {
 // TestEntriesFreed checks that free names leave no state behind, also
 // after a burst of distinct names (map rebuilt) and with ttls and waiters.
 func TestEntriesFreed(t *testing.T) {
-	clk := newFakeClock()
+	clk := testclock.New()
 	m := NewManager(clk.Now)
 	const n = 100000 // ~1560 names per shard > shrinkMin: maps get rebuilt (peak 0 below)
 	for i := 0; i < n; i++ {
