@@ -158,13 +158,14 @@ func (m *Module) startLocks() error {
 	}
 	l.Dist = m.Locks
 	if c.Redlock.Enabled {
+		// Independent masters (host:port, checked by the config) with the
+		// credentials of global.redis and short timeouts: a slow node must not
+		// eat the lock's validity.
+		g := m.Config.Global.Redis
 		nodes := make([]lock.Backend, 0, len(c.Redlock.Addrs))
 		for _, addr := range c.Redlock.Addrs {
-			r := config.Redis{Addrs: []string{addr}, DialTimeout: 1000, ReadTimeout: 1000, WriteTimeout: 1000}
-			if strings.Contains(addr, "://") {
-				r = config.Redis{URL: addr, DialTimeout: 1000, ReadTimeout: 1000, WriteTimeout: 1000}
-			}
-			client, err := store.NewClient(r)
+			client, err := store.NewClient(config.Redis{Addrs: []string{addr}, Username: g.Username, Password: g.Password,
+				TLS: g.TLS, DialTimeout: 1000, ReadTimeout: 1000, WriteTimeout: 1000})
 			if err != nil {
 				return fmt.Errorf("shield: lock.redlock.addrs: %w", err)
 			}
