@@ -1,0 +1,323 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Op is one operation of a capability as a value, in the manner of a go-redis
+// command. Building it does nothing; it runs once, either alone with Do or
+// with other operations in one pipeline through a Batch. The Lua runtime
+// sends the operations its tasks issue in one loop turn as one Batch, so
+// concurrent tasks share round trips.
+//
+// An Op is of one Kind:
+//   - KindLocal: in-process work that never waits on I/O (the memory
+//     backends). The runtime runs it inline on its loop.
+//   - KindRedis: commands for one client, sent in order on one connection
+//     (per Cluster node), and a decoder that reads their replies once they
+//     are in. Commands of one Op must not depend on each other's replies;
+//     use a script for read-then-write.
+//   - KindWork: Go code that may wait on the network, for operations that
+//     need several dependent round trips. The runtime runs it on a worker
+//     goroutine.
+//
+// The zero Op is invalid; use Local, Failed, Commands or Work.
+type Op[T any] struct {
+	kind   Kind
+	local  func() (T, error)
+	work   func(ctx context.Context) (T, error)
+	c      redis.UniversalClient
+	cmds   []redis.Cmder
+	decode func() (T, error)
+
+	settled bool
+	val     T
+	err     error
+}
+
+// Kind says how an Op runs.
+type Kind uint8
+
+// The kinds of Op.
+const (
+	KindLocal Kind = iota + 1
+	KindRedis
+	KindWork
+)
+
+// Local returns an Op that runs fn in the calling goroutine. fn must not
+// wait on I/O.
+func Local[T any](fn func() (T, error)) *Op[T] { return &Op[T]{kind: KindLocal, local: fn} }
+
+// Failed returns a local Op that fails with err: an operation refused before
+// any I/O (an invalid argument).
+func Failed[T any](err error) *Op[T] {
+	return &Op[T]{kind: KindLocal, settled: true, err: err}
+}
+
+// Work returns an Op that runs fn, which may wait on the network, with the
+// context of Do (or of the runtime).
+func Work[T any](fn func(ctx context.Context) (T, error)) *Op[T] {
+	return &Op[T]{kind: KindWork, work: fn}
+}
+
+// Commands returns an Op that sends cmds on c and then calls decode, which
+// reads the commands' replies (their Err included). Build cmds with
+// redis.NewXxxCmd(ctx, ...) and Script.Cmd; ctx there is only what go-redis
+// hooks see: the Op runs with the context of Do or of the batch.
+func Commands[T any](c redis.UniversalClient, decode func() (T, error), cmds ...redis.Cmder) *Op[T] {
+	return &Op[T]{kind: KindRedis, c: c, cmds: cmds, decode: decode}
+}
+
+// Kind returns the Op's kind.
+func (o *Op[T]) Kind() Kind { return o.kind }
+
+// Do runs the Op and returns its result. A Redis Op is one round trip (one
+// pipeline when it has several commands); a script the server lost
+// (NOSCRIPT: a restart, SCRIPT FLUSH, a failover) is loaded and sent again.
+// Do may be called once; later calls return the first result.
+func (o *Op[T]) Do(ctx context.Context) (T, error) {
+	if o.settled {
+		return o.val, o.err
+	}
+	switch o.kind {
+	case KindLocal:
+		o.val, o.err = o.local()
+	case KindWork:
+		o.val, o.err = o.work(ctx)
+	case KindRedis:
+		var b Batch
+		b.Add(o)
+		b.Exec(ctx)
+		return o.val, o.err
+	default:
+		o.err = errors.New("store: invalid Op")
+	}
+	o.settled = true
+	return o.val, o.err
+}
+
+// Result returns what the Op produced, once a Batch it was added to has
+// run (or Do returned).
+func (o *Op[T]) Result() (T, error) {
+	if !o.settled {
+		var zero T
+		return zero, errors.New("store: Op result read before it ran")
+	}
+	return o.val, o.err
+}
+
+// Pending is what a Batch holds: an *Op[T] of KindRedis.
+type Pending interface {
+	client() redis.UniversalClient
+	commands() []redis.Cmder
+	settle(err error)
+}
+
+func (o *Op[T]) client() redis.UniversalClient { return o.c }
+func (o *Op[T]) commands() []redis.Cmder       { return o.cmds }
+
+// settle decodes the replies; err is a failure of the whole batch.
+func (o *Op[T]) settle(err error) {
+	if o.settled {
+		return
+	}
+	o.settled = true
+	if err == nil {
+		for _, c := range o.cmds {
+			if c.Err() == nil || errors.Is(c.Err(), redis.Nil) {
+				continue
+			}
+			// The decoder sees per-command errors (redis.Nil is often a
+			// result); a transport error is the same for every command.
+			if !isReplyError(c.Err()) {
+				err = c.Err()
+				break
+			}
+		}
+	}
+	if err != nil {
+		o.err = err
+		return
+	}
+	o.val, o.err = o.decode()
+}
+
+// isReplyError reports an error the server answered (the command ran, or was
+// refused), as opposed to a failed connection.
+func isReplyError(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+// Batch sends the commands of many Redis Ops together: one pipeline per
+// client, in the order the Ops were added (so each caller's order holds),
+// and settles every Op. The zero Batch is ready to use; a Batch is not safe
+// for concurrent use.
+type Batch struct {
+	ops []Pending
+}
+
+// Add queues p (an *Op[T] of KindRedis).
+func (b *Batch) Add(p Pending) { b.ops = append(b.ops, p) }
+
+// Len returns the number of queued Ops.
+func (b *Batch) Len() int { return len(b.ops) }
+
+// Reset empties the batch, keeping its storage.
+func (b *Batch) Reset() {
+	clear(b.ops)
+	b.ops = b.ops[:0]
+}
+
+// Exec sends every queued Op's commands and settles each Op, then empties
+// the batch. Scripts the server does not have (NOSCRIPT) are loaded and
+// their commands sent once more. A failure of the connection settles the
+// Ops it hit with that error.
+func (b *Batch) Exec(ctx context.Context) {
+	if len(b.ops) == 0 {
+		return
+	}
+	var clients []redis.UniversalClient
+	for _, p := range b.ops {
+		if c := p.client(); !containsClient(clients, c) {
+			clients = append(clients, c)
+		}
+	}
+	for _, c := range clients {
+		var cmds []redis.Cmder
+		for _, p := range b.ops {
+			if p.client() == c {
+				cmds = append(cmds, p.commands()...)
+			}
+		}
+		send(ctx, c, cmds)
+		if lost := noScript(cmds); len(lost) > 0 {
+			if err := reload(ctx, c, lost); err == nil {
+				send(ctx, c, lost)
+			}
+		}
+	}
+	for _, p := range b.ops {
+		p.settle(nil)
+	}
+	b.Reset()
+}
+
+func containsClient(cs []redis.UniversalClient, c redis.UniversalClient) bool {
+	for _, x := range cs {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// send runs cmds as one round trip. Each command records its own outcome
+// (go-redis sets a connection failure on every command it left without a
+// reply).
+func send(ctx context.Context, c redis.UniversalClient, cmds []redis.Cmder) {
+	if len(cmds) == 1 {
+		_ = c.Process(ctx, cmds[0])
+		return
+	}
+	pipe := c.Pipeline()
+	for _, cmd := range cmds {
+		_ = pipe.Process(ctx, cmd)
+	}
+	_, _ = pipe.Exec(ctx)
+}
+
+// noScript returns the script commands the server refused with NOSCRIPT,
+// with their errors cleared for a second attempt.
+func noScript(cmds []redis.Cmder) []redis.Cmder {
+	var lost []redis.Cmder
+	for _, cmd := range cmds {
+		if _, ok := cmd.(*ScriptCmd); ok && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			cmd.SetErr(nil)
+			lost = append(lost, cmd)
+		}
+	}
+	return lost
+}
+
+// reload loads the scripts of cmds (each once; on Cluster on every master).
+// On failure the commands keep the load error.
+func reload(ctx context.Context, c redis.UniversalClient, cmds []redis.Cmder) error {
+	var done []*Script
+	for _, cmd := range cmds {
+		s := cmd.(*ScriptCmd).script
+		if containsScript(done, s) {
+			continue
+		}
+		done = append(done, s)
+		if err := s.s.Load(ctx, c).Err(); err != nil {
+			err = fmt.Errorf("loading script %s after NOSCRIPT: %w", s.name, err)
+			for _, cmd := range cmds {
+				cmd.SetErr(err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func containsScript(ss []*Script, s *Script) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Script is a Redis script that Ops run with EVALSHA; a Batch or Do that
+// gets NOSCRIPT loads it and sends the command again. Declare scripts as
+// package-level variables from go:embed sources.
+type Script struct {
+	name string
+	s    *redis.Script
+}
+
+// NewScript returns the script src; name (its file, "rank/update.lua")
+// appears in errors.
+func NewScript(name, src string) *Script { return &Script{name: name, s: redis.NewScript(src)} }
+
+// Name returns the script's name.
+func (s *Script) Name() string { return s.name }
+
+// Hash returns the script's SHA1.
+func (s *Script) Hash() string { return s.s.Hash() }
+
+// Cmd returns an EVALSHA of the script with keys and args, to hand to
+// Commands; read its reply with its *redis.Cmd methods or ReadReply.
+func (s *Script) Cmd(keys []string, args ...any) *ScriptCmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, "evalsha", s.s.Hash(), len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	return &ScriptCmd{Cmd: redis.NewCmd(context.Background(), a...), script: s}
+}
+
+// Run runs the script once with keys and args, outside any Op (tests and
+// one-off calls).
+func (s *Script) Run(ctx context.Context, c redis.UniversalClient, keys []string, args ...any) *ScriptCmd {
+	cmd := s.Cmd(keys, args...)
+	_, _ = Commands(c, func() (struct{}, error) { return struct{}{}, nil }, cmd).Do(ctx)
+	return cmd
+}
+
+// ScriptCmd is an EVALSHA command of a Script.
+type ScriptCmd struct {
+	*redis.Cmd
+	script *Script
+}
+
+// Script returns the script the command runs.
+func (c *ScriptCmd) Script() *Script { return c.script }
