@@ -2,51 +2,80 @@ package bindings
 
 import (
 	"context"
-	"runtime"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/core/store"
 )
 
 // Result produces a blocking call's Lua results on the loop, or its error.
 type Result func() ([]lua.LValue, error)
 
 // op is one blocking call in flight: a value the loop keeps until its
-// completion arrives, then resumes the task that issued it.
+// completion arrives, then resumes the task that issued it. While it is
+// pending, the threads between the caller and the task are parked: no
+// script may resume them (see busy).
 type op struct {
-	rt       *Runtime
-	name     string
-	L        *lua.LState // the thread that made the call (the task or a coroutine of it)
-	task     *Task       // set by the loop when the task's yield reaches it
-	sync     chan Result // non-nil when the caller blocks the loop instead of yielding
-	complete atomic.Bool
+	rt    *Runtime
+	name  string
+	L     *lua.LState   // the thread that made the call (the task's or a coroutine of it)
+	task  *Task         // the task the call suspends
+	chain []*lua.LState // coroutines of the task parked by the call (nil when L is the task's thread)
+	res   Result
+
+	once  atomic.Bool
+	state atomic.Uint32
 }
+
+const (
+	opStarting uint32 = iota // the call has not yielded yet
+	opParked                 // the task yielded; the completion resumes it
+	opDone                   // completed
+)
 
 // Complete delivers the call's result. Safe from any goroutine; only the
-// first call counts.
+// first call counts. A completion that arrives before the call yielded is
+// returned inline, without yielding at all.
 func (o *op) Complete(r Result) {
-	if !o.complete.CompareAndSwap(false, true) {
+	if !o.once.CompareAndSwap(false, true) {
 		return
 	}
-	if o.sync != nil {
-		o.sync <- r
-		return
+	o.res = r
+	if o.state.Swap(opDone) == opParked {
+		o.rt.Post(func() { o.rt.finishOp(o) })
 	}
-	o.rt.Post(func() { o.rt.finishOp(o, r) })
 }
 
-func (rt *Runtime) finishOp(o *op, r Result) {
-	if o.task == nil || rt.tasks[o.task.co] != o.task {
-		return // the task is gone (runtime closing)
+// finishOp resumes the task o suspended with o's result. Loop only.
+func (rt *Runtime) finishOp(o *op) {
+	t := o.task
+	if t.ended || t.waiting != o {
+		return // the task is gone (interrupted, or the runtime closing)
 	}
-	vals, err := r()
+	rt.unpark(o)
+	vals, err := o.res()
 	if err != nil {
-		rt.resume(o.task, rt.fail, lua.LString(userWhere(o.L)+o.name+": "+err.Error()))
+		rt.resume(t, rt.fail, lua.LString(userWhere(o.L)+o.name+": "+err.Error()))
 		return
 	}
-	rt.resume(o.task, vals...)
+	rt.resume(t, vals...)
+}
+
+func (rt *Runtime) park(o *op) {
+	o.task.waiting = o
+	for th := o.L; th != nil && th != o.task.co; th = th.Parent {
+		o.chain = append(o.chain, th)
+		rt.parked[th] = o
+	}
+}
+
+func (rt *Runtime) unpark(o *op) {
+	o.task.waiting = nil
+	for _, th := range o.chain {
+		delete(rt.parked, th)
+	}
 }
 
 // mode says how a blocking call may wait where it was made.
@@ -55,36 +84,85 @@ type mode int
 const (
 	modeYield     mode = iota // inside a task: suspend the task
 	modeSync                  // outside any task (host code on the main thread): block the loop
-	modeForbidden             // inside a metamethod, iterator, sort comparator, require...: cannot yield
+	modeForbidden             // a metamethod, iterator, sort comparator, require...: cannot yield
 )
 
-// Suspend makes the calling Lua function wait for an operation started by
-// start, which must eventually call complete exactly once (from any
-// goroutine). name is the call as users write it ("shield.sleep"); it
-// prefixes errors. An LGFunction returns Suspend's result directly.
-//
-// Inside a task the task yields and the loop resumes it with the results;
-// outside any task the loop itself waits; where gopher-lua cannot yield
-// (metamethods, iterators, table.sort comparators, string.gsub callbacks, the
-// top level of a module being required, Lua called from Go) a Lua error names
-// the call instead of corrupting the state.
-func (rt *Runtime) Suspend(L *lua.LState, name string, start func(complete func(Result))) int {
-	o := &op{rt: rt, name: name, L: L}
-	switch callMode(L) {
-	case modeForbidden:
-		raise(L, "%s: cannot block here: a blocking call must not run inside a metamethod, a for-in iterator, "+
-			"a table.sort comparator, a string.gsub callback, the top level of a required module, or Lua called from Go", name)
-	case modeSync:
-		o.sync = make(chan Result, 1)
-		start(o.Complete)
-		vals, err := (<-o.sync)()
-		if err != nil {
-			raise(L, "%s: %s", name, err.Error())
-		}
-		return pushAll(L, vals)
+// callMode decides in a few nanoseconds whether the Go function running on
+// thread L may yield its task: every thread from L up to the running task's
+// own must have reached its current call through plain Lua calls (see
+// plainCalls), and each coroutine's resumer must be the prelude's
+// coroutine.resume or pcall, which pass the yield up.
+func (rt *Runtime) callMode(L *lua.LState) mode {
+	if L.Parent == nil || rt.running == nil {
+		return modeSync
 	}
+	if frameLayoutErr != nil {
+		return modeForbidden
+	}
+	for th := L; ; th = th.Parent {
+		if !plainCalls(th) {
+			return modeForbidden
+		}
+		switch th.Parent {
+		case rt.L:
+			if th == rt.running.co {
+				return modeYield
+			}
+			return modeSync // a coroutine the host resumed from the main thread
+		case nil:
+			return modeSync
+		}
+	}
+}
+
+const cannotBlock = "cannot block here: a blocking call must not run inside a metamethod, a for-in iterator, " +
+	"a table.sort comparator, a string.gsub callback, the top level of a required module, or Lua called from Go"
+
+// Suspend makes the calling Lua function wait for an operation started by
+// start, which must eventually call complete (from any goroutine; only the
+// first call counts). name is the call as users write it ("shield.sleep");
+// it prefixes errors. An LGFunction returns Suspend's result directly.
+//
+// Inside a task the task yields and the loop resumes it with the results
+// (or returns them at once when start completed synchronously); outside any
+// task the loop itself waits; where gopher-lua cannot yield a Lua error
+// names the call instead of corrupting the state.
+func (rt *Runtime) Suspend(L *lua.LState, name string, start func(complete func(Result))) int {
+	switch rt.callMode(L) {
+	case modeForbidden:
+		rt.refuseBlock(L, name)
+	case modeSync:
+		ch := make(chan Result, 1)
+		var once atomic.Bool
+		start(func(r Result) {
+			if once.CompareAndSwap(false, true) {
+				ch <- r
+			}
+		})
+		return rt.returnResult(L, name, <-ch)
+	}
+	o := &op{rt: rt, name: name, L: L, task: rt.running}
 	start(o.Complete)
-	return L.Yield(rt.mark, &lua.LUserData{Value: o})
+	if !o.state.CompareAndSwap(opStarting, opParked) {
+		return rt.returnResult(L, name, o.res) // done already: no yield
+	}
+	rt.park(o)
+	return L.Yield(rt.mark)
+}
+
+func (rt *Runtime) refuseBlock(L *lua.LState, name string) {
+	if frameLayoutErr != nil {
+		raise(L, "%s: cannot block: %v (shield_global supports gopher-lua v1.1.2)", name, frameLayoutErr)
+	}
+	raise(L, "%s: %s", name, cannotBlock)
+}
+
+func (rt *Runtime) returnResult(L *lua.LState, name string, r Result) int {
+	vals, err := r()
+	if err != nil {
+		raise(L, "%s: %s", name, err.Error())
+	}
+	return pushAll(L, vals)
 }
 
 // Await runs work off the loop (it may wait on the network) and suspends the
@@ -102,6 +180,75 @@ func (rt *Runtime) Await(L *lua.LState, name string, work func(ctx context.Conte
 			})
 		})
 	})
+}
+
+// Call is Await for work that may do no I/O: when inline is true (the memory
+// backend) work runs right here without yielding, otherwise off the loop.
+// Errors read the same either way: "<name>: <error>" at the caller's line.
+func (rt *Runtime) Call(L *lua.LState, name string, inline bool, work func(ctx context.Context) (any, error), convert func(L *lua.LState, v any) []lua.LValue) int {
+	if !inline {
+		return rt.Await(L, name, work, convert)
+	}
+	v, err := work(rt.ctx)
+	if err != nil {
+		raise(L, "%s: %s", name, err.Error())
+	}
+	return pushAll(L, convert(L, v))
+}
+
+// Run runs a capability's operation for the Lua call name and returns its
+// Lua results (an LGFunction returns Run's result directly): a local op
+// inline; a Redis op in the pipeline of this loop turn (the task yields
+// until the batch's replies are back; concurrent tasks share the round
+// trip); a work op on a worker. convert runs on the loop.
+func Run[T any](rt *Runtime, L *lua.LState, name string, o *store.Op[T], convert func(*lua.LState, T) []lua.LValue) int {
+	switch o.Kind() {
+	case store.KindLocal:
+		v, err := o.Do(rt.ctx)
+		if err != nil {
+			raise(L, "%s: %s", name, err.Error())
+		}
+		return pushAll(L, convert(L, v))
+	case store.KindWork:
+		return rt.Await(L, name, func(ctx context.Context) (any, error) { return o.Do(ctx) },
+			func(L *lua.LState, v any) []lua.LValue { return convert(L, v.(T)) })
+	}
+	res := func() ([]lua.LValue, error) {
+		v, err := o.Result()
+		if err != nil {
+			return nil, err
+		}
+		return convert(rt.L, v), nil
+	}
+	switch rt.callMode(L) {
+	case modeForbidden:
+		rt.refuseBlock(L, name)
+	case modeSync:
+		_, _ = o.Do(rt.ctx)
+		return rt.returnResult(L, name, res)
+	}
+	p := &op{rt: rt, name: name, L: L, task: rt.running, res: res}
+	p.state.Store(opParked)
+	rt.enqueue(p, o)
+	rt.park(p)
+	return L.Yield(rt.mark)
+}
+
+// Go runs o (a capability's operation) for Go code on the loop that does not
+// wait for it, such as a watchdog renewal: done is called on the loop with
+// the outcome. A Redis op joins this loop turn's pipeline. Loop only.
+func Go[T any](rt *Runtime, o *store.Op[T], done func(T, error)) {
+	switch o.Kind() {
+	case store.KindLocal:
+		done(o.Do(rt.ctx))
+	case store.KindWork:
+		rt.goWork(func() {
+			v, err := o.Do(rt.ctx)
+			rt.Post(func() { done(v, err) })
+		})
+	default:
+		rt.enqueueFunc(o, func() { done(o.Result()) })
+	}
 }
 
 // workerIdle is how long an idle worker waits for the next job before it exits.
@@ -134,112 +281,10 @@ func (rt *Runtime) worker(job func()) {
 	}
 }
 
-// Call is Await for a backend that may do no I/O: when inline is true (the
-// memory backend) work runs right here without yielding, otherwise off the
-// loop. Errors read the same either way: "<name>: <error>" at the caller's line.
-func (rt *Runtime) Call(L *lua.LState, name string, inline bool, work func(ctx context.Context) (any, error), convert func(L *lua.LState, v any) []lua.LValue) int {
-	if !inline {
-		return rt.Await(L, name, work, convert)
-	}
-	v, err := work(rt.ctx)
-	if err != nil {
-		raise(L, "%s: %s", name, err.Error())
-	}
-	return pushAll(L, convert(L, v))
-}
-
 // pushAll pushes vals and returns how many, as an LGFunction returns.
 func pushAll(L *lua.LState, vals []lua.LValue) int {
 	for _, v := range vals {
 		L.Push(v)
 	}
 	return len(vals)
-}
-
-const (
-	fnMainLoop   = "github.com/yuin/gopher-lua.mainLoop"
-	fnMainLoopCx = "github.com/yuin/gopher-lua.mainLoopWithContext"
-	fnThreadRun  = "github.com/yuin/gopher-lua.threadRun" // entered once per coroutine resume (Resume and coroutine.resume)
-	fnRtResume   = "github.com/shieldrt/shieldglobal/bindings.(*Runtime).guardedResume"
-)
-
-// callMode walks the Go stack: a yield reaches the task only if every
-// coroutine between the caller and the runtime's own Resume runs exactly one
-// gopher-lua main loop (a second one means Go re-entered the VM: L.Call from a
-// metamethod, iterator, sort, gsub or require). Pinned to gopher-lua v1.1.2
-// by TestCallModeContexts.
-func callMode(L *lua.LState) mode {
-	if L.Parent == nil {
-		return modeSync
-	}
-	var pcs [256]uintptr
-	n := runtime.Callers(3, pcs[:])
-	frames := runtime.CallersFrames(pcs[:n])
-	loops := 0
-	for {
-		f, more := frames.Next()
-		switch f.Function {
-		case fnMainLoop, fnMainLoopCx:
-			loops++
-		case fnThreadRun:
-			if loops != 1 {
-				return modeForbidden
-			}
-			loops = 0
-		case fnRtResume:
-			return modeYield
-		}
-		if !more {
-			break
-		}
-	}
-	if loops > 1 {
-		return modeForbidden
-	}
-	return modeSync
-}
-
-// traceback renders L's Lua stack like debug.traceback, leaving out the
-// runtime's own frames.
-func traceback(L *lua.LState) string {
-	var frames []*lua.Debug
-	for level := 0; ; level++ {
-		dbg, ok := L.GetStack(level)
-		if !ok {
-			break
-		}
-		if _, err := L.GetInfo("Sln", dbg, lua.LNil); err != nil {
-			break
-		}
-		frames = append(frames, dbg)
-	}
-	var b strings.Builder
-	b.WriteString("stack traceback:")
-	for i, dbg := range frames {
-		calledByRuntime := i+1 < len(frames) && isRuntimeSource(frames[i+1].Source)
-		if isRuntimeSource(dbg.Source) || (dbg.What == "G" && calledByRuntime) {
-			continue
-		}
-		b.WriteString("\n\t")
-		if dbg.What == "G" {
-			b.WriteString("[G]: in ")
-		} else {
-			b.WriteString(dbg.Source)
-			if dbg.CurrentLine > 0 {
-				b.WriteString(":" + itoa(dbg.CurrentLine))
-			}
-			b.WriteString(": in ")
-		}
-		// A function the runtime called (a task body, a callback) has only the
-		// runtime's name for it: show where it was defined instead.
-		switch {
-		case dbg.What != "G" && dbg.LineDefined == 0:
-			b.WriteString("main chunk")
-		case dbg.Name != "" && !calledByRuntime:
-			b.WriteString("function '" + dbg.Name + "'")
-		default:
-			b.WriteString("function <" + dbg.Source + ":" + itoa(dbg.LineDefined) + ">")
-		}
-	}
-	return b.String()
 }

@@ -95,13 +95,6 @@ func (s *subscription) close() {
 	}
 }
 
-// callbackFailed logs a callback's uncaught error with its traceback and
-// counts it; the subscription (or schedule) carries on.
-func (rt *Runtime) callbackFailed(kind, name string, err error) {
-	rt.callbackErrors++
-	rt.log.Error("shield: callback failed", "kind", kind, "name", name, "error", err.Error())
-}
-
 func (rt *Runtime) installSubscriptionType() {
 	L := rt.L
 	mt := L.NewTypeMetatable(subscriptionType)

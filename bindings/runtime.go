@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -30,65 +29,48 @@ type Runtime struct {
 
 	mu      sync.Mutex
 	queue   []func()
-	spare   []func()
 	wake    chan struct{}
 	closing bool
+	stopped bool // the loop ended: Post drops work
 
 	ctx    context.Context // cancelled when the runtime stops; in-flight work sees it
 	cancel context.CancelFunc
 	stop   chan struct{} // closed to end the loop
-	jobs   chan func()   // hands Await work to an idle worker
+	jobs   chan func()   // hands work to an idle worker
 	done   chan struct{} // closed when the loop has ended
 
-	// Loop-only state.
-	tasks          map[*lua.LState]*Task
-	nextTaskID     int64
-	keepalive      int
-	idle           []chan struct{}
-	closers        []func()
-	failures       int
-	callbackErrors int
+	vm          *vmContext
+	mon         monitor
+	interrupted []string // tasks Close interrupted (set before done is closed)
 
-	mark, fail *lua.LUserData
-	trampoline *lua.LFunction
-	wrap       *lua.LFunction
-	with       lua.LValue  // the prelude's l:with helper
-	lib        *lua.LTable // the shield module table
+	// Loop-only state.
+	local        []func()              // posted by the loop itself, for the next turn
+	batch        []batchItem           // Redis operations of this turn
+	inflight     int                   // batches being sent
+	threads      map[*lua.LState]*Task // every task thread; nil = idle in the pool
+	spareThreads []*lua.LState
+	threadOpts   lua.Options
+	running      *Task               // the task being resumed now
+	parked       map[*lua.LState]*op // coroutines of tasks inside a pending call
+	keepalive    int
+	idle         []chan struct{}
+	closers      map[int]func()
+	nextCloser   int
+	failures     int
+	callbackErrs int
+
+	mark, fail, doneMark *lua.LUserData
+	trampoline           *lua.LFunction
+	wrap                 *lua.LFunction
+	with                 lua.LValue     // the prelude's l:with helper
+	lib                  *lua.LTable    // the shield module table
+	rawCreate            lua.LGFunction // gopher-lua's coroutine.create
 
 	locks *lockBinding // nil when the lock capability is off
 }
 
-// taskIDs numbers tasks process-wide, so owner ids
-// ("node:service:coroutine-N") are unique across every Lua state.
-var taskIDs atomic.Int64
-
-// Task is a coroutine run by the loop: a script's main chunk, a callback or a
-// shield.spawn'ed function.
-type Task struct {
-	ID    int64
-	Name  string
-	co    *lua.LState
-	tb    string // traceback captured when the task raised
-	owner string // OwnerID, built once
-	done  func(err error)
-}
-
-// TaskError is an uncaught error of a task, with its Lua traceback.
-type TaskError struct {
-	Task      string
-	Message   string
-	Traceback string
-}
-
-func (e *TaskError) Error() string {
-	if e.Traceback == "" {
-		return e.Message
-	}
-	return e.Message + "\n" + e.Traceback
-}
-
 // NewRuntime installs the shield library into L (require("shield") and the
-// global `shield`), replaces pcall/xpcall/coroutine.resume/coroutine.wrap with
+// global `shield`), replaces pcall/xpcall and the coroutine functions with
 // yield-safe versions, and starts the loop goroutine. L must not be used by
 // any other goroutine afterwards: go through Do.
 func NewRuntime(L *lua.LState, svc *Services) (*Runtime, error) {
@@ -104,24 +86,40 @@ func NewRuntime(L *lua.LState, svc *Services) (*Runtime, error) {
 		L: L, svc: svc, log: log,
 		wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
 		stop: make(chan struct{}), done: make(chan struct{}), jobs: make(chan func()),
-		tasks: map[*lua.LState]*Task{},
+		threads: map[*lua.LState]*Task{}, parked: map[*lua.LState]*op{}, closers: map[int]func(){},
+		threadOpts: threadOptions(L.Options),
 	}
+	rt.vm = &vmContext{kill: make(chan struct{}), rt: rt}
+	rt.mon.threshold = svc.SlowTask
 	if err := rt.install(); err != nil {
 		cancel()
 		return nil, err
 	}
 	go rt.loop()
+	go rt.watch(rt.done)
 	return rt, nil
 }
 
 func (rt *Runtime) install() error {
 	L := rt.L
-	rt.mark = L.NewUserData()
-	rt.fail = L.NewUserData()
+	rt.mark, rt.fail, rt.doneMark = L.NewUserData(), L.NewUserData(), L.NewUserData()
+	co, ok := L.GetGlobal("coroutine").(*lua.LTable)
+	if !ok {
+		return errors.New("shield: the Lua state has no coroutine library (open the base libraries first)")
+	}
+	create, ok := co.RawGetString("create").(*lua.LFunction)
+	if !ok || !create.IsG {
+		return errors.New("shield: coroutine.create is not gopher-lua's")
+	}
+	rt.rawCreate = create.GFunction
 	priv := L.NewTable()
 	priv.RawSetString("mark", rt.mark)
 	priv.RawSetString("fail", rt.fail)
+	priv.RawSetString("done", rt.doneMark)
 	priv.RawSetString("arm", L.NewFunction(rt.arm))
+	priv.RawSetString("create", L.NewFunction(rt.coCreate))
+	priv.RawSetString("busy", L.NewFunction(rt.busy))
+	priv.RawSetString("callable", L.NewFunction(callable))
 	fn, err := L.Load(stringsReader(shieldlua.Prelude), shieldlua.ChunkPrefix+"prelude.lua")
 	if err != nil {
 		return fmt.Errorf("shield: prelude: %w", err)
@@ -161,66 +159,6 @@ func (rt *Runtime) install() error {
 		}))
 	}
 	return nil
-}
-
-// Post queues fn to run on the loop. It is safe from any goroutine; after
-// Close it is dropped.
-func (rt *Runtime) Post(fn func()) {
-	rt.mu.Lock()
-	if rt.closing && rt.stopped() {
-		rt.mu.Unlock()
-		return
-	}
-	rt.queue = append(rt.queue, fn)
-	rt.mu.Unlock()
-	select {
-	case rt.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (rt *Runtime) stopped() bool {
-	select {
-	case <-rt.stop:
-		return true
-	default:
-		return false
-	}
-}
-
-func (rt *Runtime) loop() {
-	defer close(rt.done)
-	for {
-		rt.mu.Lock()
-		q := rt.queue
-		if len(q) > 0 {
-			rt.queue, rt.spare = rt.spare[:0], nil
-		}
-		rt.mu.Unlock()
-		if len(q) == 0 {
-			select {
-			case <-rt.wake:
-				continue
-			case <-rt.stop:
-				return
-			}
-		}
-		for i, fn := range q {
-			rt.runPosted(fn)
-			q[i] = nil
-		}
-		rt.spare = q[:0]
-		rt.checkIdle()
-	}
-}
-
-func (rt *Runtime) runPosted(fn func()) {
-	defer func() {
-		if r := recover(); r != nil {
-			rt.log.Error("shield: panic on the runtime loop", "panic", fmt.Sprint(r))
-		}
-	}()
-	fn()
 }
 
 // Do runs fn on the loop and waits for it. Must not be called from the loop
@@ -272,109 +210,27 @@ func (rt *Runtime) run(load func(*lua.LState) (*lua.LFunction, error), name stri
 	case err := <-res:
 		return err
 	case <-rt.done:
+		select {
+		case err := <-res: // ended while the runtime closed (interrupted)
+			return err
+		default:
+		}
 		return ErrClosed
 	}
-}
-
-// Spawn starts fn(args...) as a new task. Loop only. done, if not nil, is
-// called on the loop when the task ends; without it an uncaught error is
-// logged with its traceback and counted (see Failures).
-func (rt *Runtime) Spawn(name string, fn *lua.LFunction, args []lua.LValue, done func(err error)) *Task {
-	co, _ := rt.L.NewThread()
-	t := &Task{ID: taskIDs.Add(1), Name: name, co: co, done: done}
-	rt.tasks[co] = t
-	rt.resume(t, append([]lua.LValue{fn}, args...)...)
-	return t
-}
-
-// resume runs task t until it yields or ends. Loop only. Every Resume is
-// guarded: a Go panic escaping gopher-lua ends the task, never the process.
-func (rt *Runtime) resume(t *Task, args ...lua.LValue) {
-	st, err, vals := rt.guardedResume(t, args)
-	switch st {
-	case lua.ResumeOK:
-		rt.finishTask(t, nil)
-	case lua.ResumeError:
-		rt.finishTask(t, err)
-	case lua.ResumeYield:
-		if len(vals) >= 2 && vals[0] == rt.mark {
-			if ud, ok := vals[1].(*lua.LUserData); ok {
-				if o, ok := ud.Value.(*op); ok {
-					o.task = t
-					return
-				}
-			}
-		}
-		// A plain coroutine.yield() at a task's top level yields to the
-		// other tasks: resume it on the next loop turn.
-		rt.Post(func() { rt.resume(t) })
-	}
-}
-
-func (rt *Runtime) guardedResume(t *Task, args []lua.LValue) (st lua.ResumeState, err error, vals []lua.LValue) {
-	top := rt.L.GetTop()
-	defer func() {
-		if r := recover(); r != nil {
-			rt.L.G.CurrentThread = rt.L
-			rt.L.SetTop(top)
-			st, err, vals = lua.ResumeError, fmt.Errorf("%v", r), nil
-		}
-	}()
-	return rt.L.Resume(t.co, rt.trampoline, args...)
-}
-
-func (rt *Runtime) finishTask(t *Task, err error) {
-	delete(rt.tasks, t.co)
-	var terr error
-	if err != nil {
-		msg := err.Error()
-		var api *lua.ApiError
-		if errors.As(err, &api) {
-			msg = api.Object.String()
-		}
-		terr = &TaskError{Task: t.Name, Message: msg, Traceback: t.tb}
-	}
-	if t.done != nil {
-		t.done(terr)
-		return
-	}
-	if terr != nil {
-		rt.failures++
-		rt.log.Error("shield: task failed", "task", t.Name, "error", terr.Error())
-	}
-}
-
-// arm is called first by every task body: it installs the traceback hook on
-// the task's thread (Resume resets Panic when a thread starts).
-func (rt *Runtime) arm(L *lua.LState) int {
-	L.Panic = rt.panicWithTraceback
-	return 0
-}
-
-// panicWithTraceback runs while the failing task's stack is still intact.
-func (rt *Runtime) panicWithTraceback(L *lua.LState) {
-	if t := rt.tasks[L]; t != nil {
-		t.tb = traceback(L)
-	}
-	panic(&lua.ApiError{Type: lua.ApiErrorRun, Object: L.Get(-1)})
-}
-
-// CurrentTask returns the task the running thread L belongs to (L itself or a
-// coroutine it resumed), or nil outside tasks. Loop only.
-func (rt *Runtime) CurrentTask(L *lua.LState) *Task {
-	for th := L; th != nil; th = th.Parent {
-		if t := rt.tasks[th]; t != nil {
-			return t
-		}
-	}
-	return nil
 }
 
 // CallbackErrors is the number of callbacks (subscribers, on_lost) that
 // raised; each was logged with its traceback and the callback's owner went on.
 func (rt *Runtime) CallbackErrors() (n int) {
-	_ = rt.Do(func(*lua.LState) error { n = rt.callbackErrors; return nil })
+	_ = rt.Do(func(*lua.LState) error { n = rt.callbackErrs; return nil })
 	return n
+}
+
+// callbackFailed logs a callback's uncaught error with its traceback and
+// counts it; the subscription (or schedule) carries on.
+func (rt *Runtime) callbackFailed(kind, name string, err error) {
+	rt.callbackErrs++
+	rt.log.Error("shield: callback failed", "kind", kind, "name", name, "error", err.Error())
 }
 
 // Ref keeps the runtime busy (Wait does not return) until the matching Unref:
@@ -385,17 +241,13 @@ func (rt *Runtime) Ref() { rt.keepalive++ }
 func (rt *Runtime) Unref() { rt.keepalive-- }
 
 // OnClose registers fn to run on the loop when the runtime closes (before
-// in-flight work is cancelled). Loop only.
-func (rt *Runtime) OnClose(fn func()) { rt.closers = append(rt.closers, fn) }
-
-func (rt *Runtime) checkIdle() {
-	if len(rt.idle) == 0 || len(rt.tasks) > 0 || rt.keepalive > 0 {
-		return
-	}
-	for _, c := range rt.idle {
-		close(c)
-	}
-	rt.idle = nil
+// in-flight work is cancelled) and returns a function that unregisters it.
+// Loop only (both).
+func (rt *Runtime) OnClose(fn func()) (forget func()) {
+	id := rt.nextCloser
+	rt.nextCloser++
+	rt.closers[id] = fn
+	return func() { delete(rt.closers, id) }
 }
 
 // Wait blocks until the runtime is idle — no task alive and nothing holding
@@ -417,9 +269,16 @@ func (rt *Runtime) Wait(ctx context.Context) (failures int, err error) {
 	return failures, err
 }
 
+// killWait bounds how long Close waits for the loop once it has interrupted
+// the Lua code still running: the time for the interrupted task to unwind,
+// or for a Go function that does not return to be given up on.
+const killWait = 2 * time.Second
+
 // Close stops the runtime: closers run (subscriptions end), running tasks get
-// up to grace to finish, then in-flight work is cancelled and the loop ends.
-// The LState itself is left to its owner. Close is idempotent.
+// up to grace to finish; then Lua that is still running is interrupted (it
+// raises ErrInterrupted at its next instruction), in-flight work is
+// cancelled and the loop ends. Close returns within grace + 2 s even when a
+// task never yields. The LState itself is left to its owner. Idempotent.
 func (rt *Runtime) Close(grace time.Duration) {
 	rt.mu.Lock()
 	if rt.closing {
@@ -432,21 +291,71 @@ func (rt *Runtime) Close(grace time.Duration) {
 
 	idle := make(chan struct{})
 	rt.Post(func() {
-		closers := rt.closers
-		rt.closers = nil
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
+		for len(rt.closers) > 0 {
+			for id, fn := range rt.closers {
+				delete(rt.closers, id)
+				fn()
+			}
 		}
 		rt.keepalive = 0
 		rt.idle = append(rt.idle, idle)
 		rt.checkIdle()
 	})
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
 	select {
 	case <-idle:
-	case <-time.After(grace):
-		rt.log.Warn("shield: tasks still running after the shutdown grace period", "grace", grace)
+	case <-timer.C:
+		rt.interruptRunning(grace)
 	}
 	rt.cancel()
+	rt.mu.Lock()
+	rt.stopped = true
+	rt.mu.Unlock()
 	close(rt.stop)
-	<-rt.done
+	select {
+	case <-rt.done:
+	case <-time.After(killWait):
+		rt.log.Error("shield: the runtime loop did not stop: a Go function called from Lua does not return; giving up on it")
+	}
+}
+
+// interruptRunning is Close's last resort after grace: Lua that is running
+// (a task that never yields) is made to raise at its next instruction, and
+// every task still alive ends with ErrInterrupted.
+func (rt *Runtime) interruptRunning(grace time.Duration) {
+	running := "none"
+	if t := rt.mon.task.Load(); t != nil && rt.mon.start.Load() != 0 {
+		running = t.Name
+		if p := rt.vm.line.Load(); p != nil && *p != "" {
+			running += " at " + *p
+		}
+	}
+	rt.log.Warn("shield: tasks still running after the shutdown grace period; interrupting them",
+		"grace", grace, "running", running)
+	rt.vm.interrupt()
+	ended := make(chan struct{})
+	rt.Post(func() {
+		for _, t := range rt.threads {
+			if t != nil && !t.ended {
+				rt.finishTask(t, ErrInterrupted, false)
+			}
+		}
+		close(ended)
+	})
+	select {
+	case <-ended:
+	case <-time.After(killWait):
+	}
+}
+
+// Interrupted returns the names of the tasks Close had to interrupt after
+// its grace period (empty after a clean stop). Call it after Close.
+func (rt *Runtime) Interrupted() []string {
+	select {
+	case <-rt.done:
+		return rt.interrupted
+	default:
+		return nil
+	}
 }

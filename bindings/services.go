@@ -21,6 +21,9 @@ type Services struct {
 	Now    func() time.Time
 	Global *Global
 	Locks  *Locks
+	// SlowTask is how long a task may run without yielding before it is
+	// logged (once per run, with its name and line); 0 disables the check.
+	SlowTask time.Duration
 }
 
 // Owner is the identity of this process in lock owners and logs.

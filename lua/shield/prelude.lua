@@ -1,21 +1,27 @@
 -- <shield>/prelude.lua — run once per Lua state by the runtime.
 --
 -- Receives the runtime's private table `rt`:
---   rt.mark   marker a blocking Go call yields first (followed by its operation)
---   rt.fail   marker a blocking call is resumed with when it failed (followed by the message)
---   rt.arm    Go function: installs the traceback hook on the running task thread
--- Returns a table: { wrap = fn(raw) -> blocking-call wrapper, task = task body
--- trampoline, with = the l:with(fn) helper of lock objects }.
+--   rt.mark     marker a blocking Go call yields first (followed by its operation)
+--   rt.fail     marker a blocking call is resumed with when it failed (followed by the message)
+--   rt.done     marker a pooled task thread yields when its task function returned
+--   rt.arm      Go function: installs the traceback hook on the running task thread
+--   rt.create   Go coroutine.create: the thread gets the runtime's small stacks and interrupt context
+--   rt.busy     Go function: busy(co) -> why co may not be resumed by a script (it waits in a
+--               shield call, or it is a task's own thread), or nil
+--   rt.callable Go function: callable(v) -> true when v can be called (a function, or __call)
+-- Returns a table: { wrap = fn(raw) -> blocking-call wrapper, task = task thread body,
+-- with = the l:with(fn) helper of lock objects }.
 --
 -- Why this exists (see docs/runtime.md): gopher-lua cannot yield across a Go
 -- re-entry into the VM, so pcall/xpcall and coroutine.resume/wrap are rebuilt
 -- here in plain Lua: protected calls run in pooled child coroutines and every
 -- yield from inside is passed up to the task (Lua 5.2 semantics).
 local rt = ...
-local MARK, FAIL = rt.mark, rt.fail
-local co_create, co_resume, co_yield, co_status =
-	coroutine.create, coroutine.resume, coroutine.yield, coroutine.status
-local error, select = error, select
+local MARK, FAIL, DONE = rt.mark, rt.fail, rt.done
+local busy, callable, create = rt.busy, rt.callable, rt.create
+local co_resume, co_yield, co_status, co_running =
+	coroutine.resume, coroutine.yield, coroutine.status, coroutine.running
+local error, select, type, tostring = error, select, type, tostring
 
 -- finish returns what a blocking Go call produced. When the call yielded, the
 -- runtime resumed it with its results, or with FAIL and a message that already
@@ -34,6 +40,21 @@ local function wrap(raw)
 	end
 end
 
+-- owner maps a pooled pcall worker to the coroutine the script sees as
+-- running (the pcall's caller), so coroutine.running() is not fooled.
+local owner, MAIN = {}, {}
+
+function coroutine.running()
+	local co = co_running()
+	local o = owner[co]
+	if o == nil then
+		return co
+	elseif o == MAIN then
+		return nil
+	end
+	return o
+end
+
 -- pass resumes a child coroutine; when the child suspended inside a blocking
 -- shield call it is yielding MARK: pass that yield up to our own resumer and
 -- hand the results back down, so the child blocks instead of returning.
@@ -44,8 +65,21 @@ local function pass(co, ok, ...)
 	return ok, ...
 end
 
+coroutine.create = create
+
 function coroutine.resume(co, ...)
+	local why = busy(co)
+	if why then
+		return false, "cannot resume non-suspended coroutine (" .. why .. ")"
+	end
 	return pass(co, co_resume(co, ...))
+end
+
+function coroutine.status(co)
+	if busy(co) then
+		return "normal"
+	end
+	return co_status(co)
 end
 
 local function unwrap(ok, ...)
@@ -56,8 +90,15 @@ local function unwrap(ok, ...)
 end
 
 function coroutine.wrap(f)
-	local co = co_create(f)
+	local co = create(f)
 	return function(...)
+		local why = busy(co)
+		if why then
+			error("cannot resume non-suspended coroutine (" .. why .. ")", 2)
+		end
+		if co_status(co) == "dead" then
+			error("cannot resume dead coroutine", 2)
+		end
 		return unwrap(pass(co, co_resume(co, ...)))
 	end
 end
@@ -65,8 +106,9 @@ end
 -- Yield-safe pcall: f runs in a pooled worker coroutine; every yield from it
 -- (a blocking shield call, or the user's own coroutine.yield) goes up to our
 -- resumer and the results come back down. A worker that raised is dead and
--- dropped; one that finished goes back to the pool.
-local DONE = {}
+-- dropped; one that finished goes back to the pool, which keeps at most
+-- POOL idle workers (a burst of concurrent pcalls does not pin memory).
+local POOL = 64
 local pool, npool = {}, 0
 
 local function call(f, ...)
@@ -79,46 +121,63 @@ end
 
 local function settle(co, ok, ...)
 	if not ok then
+		owner[co] = nil
 		return false, ...
 	end
 	if (...) == DONE then
-		npool = npool + 1
-		pool[npool] = co
+		owner[co] = nil
+		if npool < POOL then
+			npool = npool + 1
+			pool[npool] = co
+		end
 		return true, select(2, ...)
 	end
 	return settle(co, co_resume(co, co_yield(...)))
 end
 
-function pcall(f, ...)
+function pcall(...)
+	if select("#", ...) == 0 then
+		error("bad argument #1 to 'pcall' (value expected)", 2)
+	end
+	local f = ...
+	if not callable(f) then
+		return false, "attempt to call a " .. type(f) .. " value"
+	end
 	local co
 	if npool > 0 then
 		co = pool[npool]
 		pool[npool] = nil
 		npool = npool - 1
 	else
-		co = co_create(worker)
+		co = create(worker)
 	end
-	return settle(co, co_resume(co, f, ...))
+	owner[co] = coroutine.running() or MAIN
+	return settle(co, co_resume(co, ...))
 end
+
+local ypcall = pcall
 
 local function xsettle(handler, ok, ...)
 	if ok then
 		return true, ...
 	end
-	return false, handler(...)
+	-- An error inside the handler is the result, as in stock gopher-lua.
+	return false, select(2, ypcall(handler, ...))
 end
 
 -- xpcall(f, handler, ...): Lua 5.2 form (extra arguments go to f). The handler
 -- runs after the failed call has unwound, so debug.traceback inside it shows
 -- the caller's stack; uncaught task errors carry the full traceback instead.
 function xpcall(f, handler, ...)
-	return xsettle(handler, pcall(f, ...))
+	if type(handler) ~= "function" then
+		error("bad argument #2 to 'xpcall' (function expected, got " .. type(handler) .. ")", 2)
+	end
+	return xsettle(handler, ypcall(f, ...))
 end
 
 -- l:with(fn, ...): acquire, run fn, release — also when fn raises (the
 -- error is re-raised). fn may block. A lock lost while fn ran (its lease ran
 -- out or was taken over) is an error too: the critical section was unsafe.
-local ypcall = pcall
 local function release_after(l, ok, ...)
 	local released, why = l:release()
 	if not ok then
@@ -141,16 +200,21 @@ local function with(l, fn, ...)
 	return release_after(l, ypcall(fn, ...))
 end
 
--- Task trampoline: the body of every task runs one level down (a Go function
+-- Task threads are pooled: task(f, ...) is the body of a thread, which runs
+-- f(...) and then, instead of ending, yields DONE with f's results and waits
+-- for the next task function. f runs one level down (a Go function
 -- tail-called at the outermost level of a coroutine would end the coroutine
--- in gopher-lua v1.1.2).
+-- in gopher-lua v1.1.2). A task that raised leaves its thread dead.
 local arm = rt.arm
-local function ret(...)
-	return ...
+local function run(f, ...)
+	return DONE, f(...)
 end
-local function task(f, ...)
+local function loop(...)
+	return loop(co_yield(run(...)))
+end
+local function task(...)
 	arm()
-	return ret(f(...))
+	return loop(...)
 end
 
 return { wrap = wrap, task = task, with = with }

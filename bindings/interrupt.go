@@ -1,0 +1,123 @@
+package bindings
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Interrupting Lua that never yields.
+//
+// Every thread the runtime creates runs with vmContext as its gopher-lua
+// context, so the VM calls Done before each instruction. Closing kill makes
+// the running instruction raise errInterrupted: a task stuck in
+// `while true do end` ends with that error at its current line, and the
+// loop goes on. Done is also where the long-running-task monitor, which
+// lives on another goroutine, gets the running line: it sets probe, and the
+// VM (on the loop goroutine, where reading the Lua state is safe) records
+// the line at its next instruction.
+
+// ErrInterrupted is the error a task stopped by Close after its grace period
+// ends with (its message is what the task's Lua error says).
+var ErrInterrupted = errors.New("shield: task interrupted: it did not yield within the shutdown grace period")
+
+type vmContext struct {
+	kill     chan struct{}
+	killOnce sync.Once
+	probe    atomic.Bool
+	line     atomic.Pointer[string]
+	rt       *Runtime
+}
+
+func (c *vmContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *vmContext) Value(any) any               { return nil }
+
+// Done is called by the VM before every instruction of every task thread.
+func (c *vmContext) Done() <-chan struct{} {
+	if c.probe.Load() {
+		c.capture()
+	}
+	return c.kill
+}
+
+func (c *vmContext) Err() error {
+	select {
+	case <-c.kill:
+		return ErrInterrupted
+	default:
+		return nil
+	}
+}
+
+// capture runs on the loop goroutine, inside the VM.
+func (c *vmContext) capture() {
+	line := currentLine(c.rt.L.G.CurrentThread)
+	c.line.Store(&line)
+	c.probe.Store(false)
+}
+
+func (c *vmContext) interrupt() { c.killOnce.Do(func() { close(c.kill) }) }
+
+// monitor watches how long the loop has been inside one resume: a task that
+// runs longer than threshold without yielding is logged once per resume,
+// with its name and the line it is at.
+type monitor struct {
+	threshold time.Duration
+	// Written by the loop, read by the watcher goroutine.
+	seq   atomic.Uint64 // resumes so far
+	start atomic.Int64  // nanotime when the running resume began; 0 when idle
+	task  atomic.Pointer[Task]
+}
+
+func (m *monitor) enter(t *Task) {
+	m.task.Store(t)
+	m.seq.Add(1)
+	m.start.Store(nanotime())
+}
+
+func (m *monitor) leave() { m.start.Store(0) }
+
+// watch runs on its own goroutine until stop is closed.
+func (rt *Runtime) watch(stop <-chan struct{}) {
+	m := &rt.mon
+	if m.threshold <= 0 {
+		return
+	}
+	tick := time.NewTicker(max(m.threshold/4, 10*time.Millisecond))
+	defer tick.Stop()
+	var reported, probed uint64
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		start, seq := m.start.Load(), m.seq.Load()
+		if start == 0 || seq == reported || time.Duration(nanotime()-start) < m.threshold {
+			continue
+		}
+		if probed != seq { // ask the VM for the line; report on the next tick
+			probed = seq
+			rt.vm.line.Store(nil)
+			rt.vm.probe.Store(true)
+			continue
+		}
+		reported = seq
+		line := "(inside a Go function)"
+		if p := rt.vm.line.Load(); p != nil && *p != "" {
+			line = *p
+		}
+		name := "?"
+		if t := m.task.Load(); t != nil {
+			name = t.Name
+		}
+		rt.log.Warn("shield: task has run without yielding; every other task of its runtime waits",
+			"task", name, "at", line, "for", time.Duration(nanotime()-start).Round(time.Millisecond))
+	}
+}
+
+var processStart = time.Now()
+
+// nanotime is a monotonic clock reading.
+func nanotime() int64 { return int64(time.Since(processStart)) }

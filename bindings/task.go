@@ -1,0 +1,258 @@
+package bindings
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// taskIDs numbers tasks process-wide, so owner ids
+// ("node:service:coroutine-N") are unique across every Lua state.
+var taskIDs atomic.Int64
+
+// Task is a coroutine run by the loop: a script's main chunk, a callback or a
+// shield.spawn'ed function.
+type Task struct {
+	ID   int64
+	Name string
+	co   *lua.LState
+	tb   string // traceback captured when the task raised
+	done func(err error)
+
+	owner   string // OwnerID, built once
+	waiting *op    // the blocking call the task is suspended in, if any
+	ended   bool
+	// cleanups run when the task ends, in reverse order: holds the task
+	// still has are released there. Keyed so a released hold removes its own.
+	cleanups map[any]func()
+}
+
+// TaskError is an uncaught error of a task, with its Lua traceback.
+type TaskError struct {
+	Task      string
+	Message   string
+	Traceback string
+}
+
+func (e *TaskError) Error() string {
+	if e.Traceback == "" {
+		return e.Message
+	}
+	return e.Message + "\n" + e.Traceback
+}
+
+// Thread sizes of tasks and of the coroutines scripts create. The host's
+// lua.NewState options do not apply: with gopher-lua's defaults every thread
+// would take ~105 KB (a 5 120-slot registry and a fixed 256-frame call
+// stack). These start small and grow on demand, and allow deep recursion.
+const (
+	// ThreadCallStackSize bounds the Lua call depth of a task (frames; the
+	// frames themselves are allocated 8 at a time as the stack grows).
+	ThreadCallStackSize = 10240
+	// ThreadRegistrySize is the initial data stack of a thread (slots); it
+	// grows by threadRegistryGrowStep up to ThreadRegistryMaxSize.
+	ThreadRegistrySize     = 128
+	ThreadRegistryMaxSize  = 1 << 22
+	threadRegistryGrowStep = 512
+	// maxSpareThreads bounds the idle task threads kept for reuse.
+	maxSpareThreads = 256
+)
+
+func threadOptions(host lua.Options) lua.Options {
+	host.CallStackSize = max(host.CallStackSize, ThreadCallStackSize)
+	host.RegistrySize = ThreadRegistrySize
+	host.RegistryMaxSize = max(host.RegistryMaxSize, ThreadRegistryMaxSize)
+	host.RegistryGrowStep = threadRegistryGrowStep
+	host.MinimizeStackMemory = true
+	return host
+}
+
+// newThread creates a thread with the runtime's thread options and its
+// interrupt context, as a child of L (the main state or a task thread). It
+// never derives a context per thread (gopher-lua's NewThread would register
+// a cancel func in the parent context for every coroutine).
+func (rt *Runtime) newThread(L *lua.LState) *lua.LState {
+	saved, ctx := L.Options, L.RemoveContext()
+	L.Options = rt.threadOpts
+	co, _ := L.NewThread()
+	L.Options = saved
+	if ctx != nil {
+		L.SetContext(ctx)
+	}
+	co.SetContext(rt.vm)
+	return co
+}
+
+// Spawn starts fn(args...) as a new task. Loop only. done, if not nil, is
+// called on the loop when the task ends; without it an uncaught error is
+// logged with its traceback and counted (see Failures).
+func (rt *Runtime) Spawn(name string, fn *lua.LFunction, args []lua.LValue, done func(err error)) *Task {
+	t := &Task{ID: taskIDs.Add(1), Name: name, done: done}
+	if n := len(rt.spareThreads); n > 0 {
+		t.co = rt.spareThreads[n-1]
+		rt.spareThreads = rt.spareThreads[:n-1]
+		rt.threads[t.co] = t
+		rt.resume(t, append([]lua.LValue{fn}, args...)...)
+		return t
+	}
+	t.co = rt.newThread(rt.L)
+	rt.threads[t.co] = t
+	rt.resumeFn(t, rt.trampoline, append([]lua.LValue{fn}, args...))
+	return t
+}
+
+// resume runs task t until it yields or ends. Loop only.
+func (rt *Runtime) resume(t *Task, args ...lua.LValue) { rt.resumeFn(t, nil, args) }
+
+func (rt *Runtime) resumeFn(t *Task, fn *lua.LFunction, args []lua.LValue) {
+	prev := rt.running
+	rt.running = t
+	rt.mon.enter(t)
+	st, err, vals := rt.guardedResume(t, fn, args)
+	rt.mon.leave()
+	rt.running = prev
+	switch st {
+	case lua.ResumeOK:
+		rt.finishTask(t, nil, false)
+	case lua.ResumeError:
+		rt.finishTask(t, err, false)
+	case lua.ResumeYield:
+		switch {
+		case len(vals) > 0 && vals[0] == rt.mark:
+			// Suspended in a blocking call: its op resumes it.
+		case len(vals) > 0 && vals[0] == rt.doneMark:
+			rt.finishTask(t, nil, true)
+		default:
+			// A plain coroutine.yield() at a task's top level yields to the
+			// other tasks: resume it on the next loop turn.
+			rt.postLocal(func() {
+				if rt.threads[t.co] == t {
+					rt.resume(t)
+				}
+			})
+		}
+	}
+}
+
+// guardedResume resumes t's thread. Every Resume is guarded: a Go panic
+// escaping gopher-lua ends the task, never the process.
+func (rt *Runtime) guardedResume(t *Task, fn *lua.LFunction, args []lua.LValue) (st lua.ResumeState, err error, vals []lua.LValue) {
+	top := rt.L.GetTop()
+	defer func() {
+		if r := recover(); r != nil {
+			rt.L.G.CurrentThread = rt.L
+			rt.L.SetTop(top)
+			st, err, vals = lua.ResumeError, fmt.Errorf("%v", r), nil
+		}
+	}()
+	return rt.L.Resume(t.co, fn, args...)
+}
+
+// finishTask ends t: its cleanups run (holds it kept are released), its
+// thread goes back to the pool when it ended cleanly, and done or the
+// failure count learns the outcome.
+func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
+	t.ended = true
+	t.waiting = nil
+	rt.runCleanups(t)
+	delete(rt.threads, t.co)
+	if reusable && len(rt.spareThreads) < maxSpareThreads {
+		rt.threads[t.co] = nil
+		rt.spareThreads = append(rt.spareThreads, t.co)
+	}
+	var terr error
+	if err != nil {
+		if rt.vm.Err() != nil {
+			rt.interrupted = append(rt.interrupted, t.Name)
+		}
+		msg := err.Error()
+		var api *lua.ApiError
+		if errors.As(err, &api) {
+			msg = errorText(rt.L, api.Object)
+		}
+		terr = &TaskError{Task: t.Name, Message: msg, Traceback: t.tb}
+	}
+	if t.done != nil {
+		t.done(terr)
+		return
+	}
+	if terr != nil {
+		rt.failures++
+		rt.log.Error("shield: task failed", "task", t.Name, "error", terr.Error())
+	}
+}
+
+// OnTaskEnd registers fn to run on the loop when task t ends (normally, by
+// an error, or when the runtime closes), under key; ForgetTaskEnd(t, key)
+// drops it. Loop only.
+func (rt *Runtime) OnTaskEnd(t *Task, key any, fn func()) {
+	if t.ended {
+		fn()
+		return
+	}
+	if t.cleanups == nil {
+		t.cleanups = map[any]func(){}
+	}
+	t.cleanups[key] = fn
+}
+
+// ForgetTaskEnd drops the cleanup registered under key. Loop only.
+func (rt *Runtime) ForgetTaskEnd(t *Task, key any) { delete(t.cleanups, key) }
+
+func (rt *Runtime) runCleanups(t *Task) {
+	for len(t.cleanups) > 0 {
+		for key, fn := range t.cleanups {
+			delete(t.cleanups, key)
+			fn()
+		}
+	}
+}
+
+// errorText renders an uncaught error value: a string as it is, a table
+// through its __tostring or as its fields ({code = 1}), anything else as Lua
+// prints it.
+func errorText(L *lua.LState, v lua.LValue) string {
+	switch x := v.(type) {
+	case lua.LString:
+		return string(x)
+	case *lua.LTable:
+		if mt, ok := L.GetMetatable(x).(*lua.LTable); ok && mt.RawGetString("__tostring") != lua.LNil {
+			if s, err := tostringSafely(L, x); err == nil {
+				return s
+			}
+		}
+		return "error object " + describeTable(x)
+	}
+	return v.String()
+}
+
+func tostringSafely(L *lua.LState, v lua.LValue) (s string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	return L.ToStringMeta(v).String(), nil
+}
+
+// arm is called first by every task thread: it installs the traceback hook
+// on the thread (Resume resets Panic when a thread starts).
+func (rt *Runtime) arm(L *lua.LState) int {
+	L.Panic = rt.panicWithTraceback
+	return 0
+}
+
+// panicWithTraceback runs while the failing task's stack is still intact.
+func (rt *Runtime) panicWithTraceback(L *lua.LState) {
+	if t := rt.threads[L]; t != nil {
+		t.tb = traceback(L)
+	}
+	panic(&lua.ApiError{Type: lua.ApiErrorRun, Object: L.Get(-1)})
+}
+
+// CurrentTask returns the task running now (the task whose thread, or a
+// coroutine of it, executes the calling Lua code), or nil outside tasks.
+// Loop only.
+func (rt *Runtime) CurrentTask(*lua.LState) *Task { return rt.running }
