@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,6 +43,13 @@ type Config = config.Config
 
 // Runtime runs one Lua state; see bindings.Runtime.
 type Runtime = bindings.Runtime
+
+// TaskError is an uncaught error of a task, with its Lua traceback.
+type TaskError = bindings.TaskError
+
+// ErrRuntimeClosed is returned by a Runtime's Do, RunFile and RunString once
+// it is closing.
+var ErrRuntimeClosed = bindings.ErrClosed
 
 // LoadConfig reads and strictly validates a YAML config file.
 func LoadConfig(path string) (Config, error) { return config.Load(path) }
@@ -102,6 +110,7 @@ type Module struct {
 	instance   string     // tells this process's cache announcements from others'
 	internal   pubsub.Bus // Redis: cache invalidations and lock wake-ups, on their own connection
 	closeOnce  sync.Once
+	closed     atomic.Bool
 }
 
 // New builds the Module cfg describes. With global.enabled false it returns a
@@ -277,9 +286,18 @@ func (m *Module) startCacheSync(g *bindings.Global, keys store.Keys) error {
 
 // NewRuntime installs shield into L and starts its loop. L then belongs to
 // the runtime: reach it only through Runtime.Do / RunFile / RunString.
+// Errors: ErrModuleClosed after Close, or a Lua state without the base
+// libraries.
 func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
-	return bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks})
+	if m.closed.Load() {
+		return nil, ErrModuleClosed
+	}
+	return bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks,
+		SlowTask: config.Millis(m.Config.Global.Runtime.SlowTask)})
 }
+
+// ErrModuleClosed is returned by NewRuntime once the module is closed.
+var ErrModuleClosed = errors.New("shield: module closed")
 
 // CacheStats reports the local cache (zero when it is off).
 func (m *Module) CacheStats() kv.CacheStats {
@@ -295,6 +313,7 @@ func (m *Module) CacheStats() kv.CacheStats {
 func (m *Module) Close() error {
 	var err error
 	m.closeOnce.Do(func() {
+		m.closed.Store(true)
 		if m.LocalLocks != nil {
 			m.LocalLocks.StopExpiry()
 		}

@@ -126,21 +126,26 @@ func raise(L *lua.LState, format string, v ...any) {
 }
 
 func userWhere(L *lua.LState) string {
-	for level := 0; level < 12; level++ {
-		dbg, ok := L.GetStack(level)
-		if !ok {
-			return ""
+	// A call made inside the prelude's pcall runs in a pooled coroutine
+	// whose frames are all the runtime's: the user's line is in the thread
+	// that resumed it.
+	for th := L; th != nil; th = th.Parent {
+		for level := 0; level < 12; level++ {
+			dbg, ok := th.GetStack(level)
+			if !ok {
+				break
+			}
+			if _, err := th.GetInfo("Sl", dbg, lua.LNil); err != nil {
+				return ""
+			}
+			if dbg.What == "G" || isRuntimeSource(dbg.Source) {
+				continue
+			}
+			if dbg.CurrentLine <= 0 {
+				return ""
+			}
+			return dbg.Source + ":" + itoa(dbg.CurrentLine) + ": "
 		}
-		if _, err := L.GetInfo("Sl", dbg, lua.LNil); err != nil {
-			return ""
-		}
-		if dbg.What == "G" || isRuntimeSource(dbg.Source) {
-			continue
-		}
-		if dbg.CurrentLine <= 0 {
-			return ""
-		}
-		return dbg.Source + ":" + itoa(dbg.CurrentLine) + ": "
 	}
 	return ""
 }

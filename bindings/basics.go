@@ -2,8 +2,10 @@ package bindings
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"time"
 
@@ -61,18 +63,41 @@ func (rt *Runtime) owner(L *lua.LState) int {
 	return 1
 }
 
-// shield.sleep(ms): suspends the calling task; 0 yields to other tasks.
+// maxSleep is the longest finite shield.sleep: about 31 years. Longer
+// values are almost always a unit mistake (or an overflowing computation).
+const maxSleep = 1e12
+
+// shield.sleep(ms): suspends the calling task; 0 yields to other tasks;
+// math.huge sleeps until the runtime closes (the sleep then raises, so the
+// task ends instead of holding up the shutdown).
 func (rt *Runtime) sleep(L *lua.LState) int {
 	a := argsOf(L, "shield", "sleep")
 	ms := a.num(1)
-	if ms < 0 || ms != ms {
+	switch {
+	case ms != ms || ms < 0:
 		a.bad(1, "milliseconds must be >= 0")
+	case ms >= math.MaxFloat64: // math.huge (gopher-lua's is MaxFloat64) or +inf
+		return rt.Suspend(L, "shield.sleep", func(complete func(Result)) {
+			rt.OnClose(func() { complete(func() ([]lua.LValue, error) { return nil, errClosing }) })
+		})
+	case ms > maxSleep:
+		a.bad(1, fmt.Sprintf("milliseconds must be at most %.0f (about 31 years), got %s; use math.huge to sleep until the runtime closes",
+			float64(maxSleep), lua.LNumber(ms).String()))
 	}
 	d := time.Duration(ms * float64(time.Millisecond))
 	return rt.Suspend(L, "shield.sleep", func(complete func(Result)) {
-		time.AfterFunc(d, func() { complete(func() ([]lua.LValue, error) { return nil, nil }) })
+		if d <= 0 {
+			rt.postLocal(func() { complete(noResults) })
+			return
+		}
+		time.AfterFunc(d, func() { complete(noResults) })
 	})
 }
+
+func noResults() ([]lua.LValue, error) { return nil, nil }
+
+// errClosing ends calls that would wait past the runtime's life.
+var errClosing = errors.New("the runtime is closing")
 
 // shield.spawn(fn, ...) starts fn(...) as a new task and returns at once.
 // An uncaught error in it is logged with its traceback.

@@ -2,6 +2,7 @@ package bindings
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,9 @@ func (rt *Runtime) finishOp(o *op) {
 	rt.unpark(o)
 	vals, err := o.res()
 	if err != nil {
+		// A call the closing runtime ended ends its task without counting
+		// as a failure of the script.
+		t.closed = errors.Is(err, errClosing)
 		rt.resume(t, rt.fail, lua.LString(userWhere(o.L)+o.name+": "+err.Error()))
 		return
 	}

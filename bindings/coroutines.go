@@ -65,3 +65,42 @@ func callable(L *lua.LState) int {
 	L.Push(lua.LBool(ok))
 	return 1
 }
+
+// adopt(co): the pooled pcall worker co now runs for the calling coroutine.
+func (rt *Runtime) adopt(L *lua.LState) int {
+	if co, ok := L.Get(1).(*lua.LState); ok {
+		rt.owners[co] = rt.logical(L)
+	}
+	return 0
+}
+
+// disown(co): co went back to the pool (or died).
+func (rt *Runtime) disown(L *lua.LState) int {
+	if co, ok := L.Get(1).(*lua.LState); ok {
+		delete(rt.owners, co)
+	}
+	return 0
+}
+
+// logical returns the coroutine a script sees as running on thread L: L
+// itself, the coroutine a pcall worker runs for, or nil on the main thread.
+func (rt *Runtime) logical(L *lua.LState) *lua.LState {
+	if o, ok := rt.owners[L]; ok {
+		return o
+	}
+	if L.G.MainThread == L {
+		return nil
+	}
+	return L
+}
+
+// coroutine.running() -> the running coroutine as the script sees it (nil
+// on the main thread).
+func (rt *Runtime) coRunning(L *lua.LState) int {
+	if co := rt.logical(L); co != nil {
+		L.Push(co)
+	} else {
+		L.Push(lua.LNil)
+	}
+	return 1
+}

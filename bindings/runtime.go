@@ -50,8 +50,9 @@ type Runtime struct {
 	threads      map[*lua.LState]*Task // every task thread; nil = idle in the pool
 	spareThreads []*lua.LState
 	threadOpts   lua.Options
-	running      *Task               // the task being resumed now
-	parked       map[*lua.LState]*op // coroutines of tasks inside a pending call
+	running      *Task                       // the task being resumed now
+	parked       map[*lua.LState]*op         // coroutines of tasks inside a pending call
+	owners       map[*lua.LState]*lua.LState // pcall workers -> the coroutine they run for (nil: main)
 	keepalive    int
 	idle         []chan struct{}
 	closers      map[int]func()
@@ -86,7 +87,7 @@ func NewRuntime(L *lua.LState, svc *Services) (*Runtime, error) {
 		L: L, svc: svc, log: log,
 		wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
 		stop: make(chan struct{}), done: make(chan struct{}), jobs: make(chan func()),
-		threads: map[*lua.LState]*Task{}, parked: map[*lua.LState]*op{}, closers: map[int]func(){},
+		threads: map[*lua.LState]*Task{}, parked: map[*lua.LState]*op{}, owners: map[*lua.LState]*lua.LState{}, closers: map[int]func(){},
 		threadOpts: threadOptions(L.Options),
 	}
 	rt.vm = &vmContext{kill: make(chan struct{}), rt: rt}
@@ -120,6 +121,10 @@ func (rt *Runtime) install() error {
 	priv.RawSetString("create", L.NewFunction(rt.coCreate))
 	priv.RawSetString("busy", L.NewFunction(rt.busy))
 	priv.RawSetString("callable", L.NewFunction(callable))
+	priv.RawSetString("adopt", L.NewFunction(rt.adopt))
+	priv.RawSetString("disown", L.NewFunction(rt.disown))
+	priv.RawSetString("running", L.NewFunction(rt.coRunning))
+	priv.RawSetString("where", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LString(userWhere(L))); return 1 }))
 	fn, err := L.Load(stringsReader(shieldlua.Prelude), shieldlua.ChunkPrefix+"prelude.lua")
 	if err != nil {
 		return fmt.Errorf("shield: prelude: %w", err)

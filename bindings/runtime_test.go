@@ -119,34 +119,6 @@ func TestYieldSafePcall(t *testing.T) {
 	}
 }
 
-// Every context of the notes' table where gopher-lua cannot yield must raise
-// a clear error naming the call — never corrupt the state or panic.
-func TestCallModeContexts(t *testing.T) {
-	cases := map[string]string{
-		"__index metamethod": `local t = setmetatable({}, {__index = function() shield.sleep(1) end}); local _ = t.x`,
-		"__add metamethod":   `local t = setmetatable({}, {__add = function() shield.sleep(1) end}); local _ = t + 1`,
-		"__tostring":         `local t = setmetatable({}, {__tostring = function() shield.sleep(1); return "" end}); tostring(t)`,
-		"for-in iterator":    `for _ in function() shield.sleep(1) end do end`,
-		"table.sort":         `table.sort({3, 2, 1}, function(a, b) shield.sleep(1); return a < b end)`,
-		"string.gsub":        `string.gsub("abc", "%w", function(c) shield.sleep(1) end)`,
-		"require top level":  `package.preload["blocky"] = function() shield.sleep(1) end; require("blocky")`,
-	}
-	for name, src := range cases {
-		t.Run(name, func(t *testing.T) {
-			rt := newTestRuntime(t, nil)
-			err := run(t, rt, src)
-			if err == nil || !strings.Contains(err.Error(), "shield.sleep: cannot block here") {
-				t.Fatalf("want a 'cannot block here' error, got %v", err)
-			}
-			// The state is still healthy: another task runs and blocks fine.
-			mustRun(t, rt, `shield.sleep(1); healthy = true`)
-			if global(t, rt, "healthy") != lua.LTrue {
-				t.Fatal("runtime unhealthy after the error")
-			}
-		})
-	}
-}
-
 func TestBlockingOutsideTasksWaitsSynchronously(t *testing.T) {
 	rt := newTestRuntime(t, nil)
 	err := rt.Do(func(L *lua.LState) error {

@@ -24,6 +24,7 @@ type Task struct {
 	owner   string // OwnerID, built once
 	waiting *op    // the blocking call the task is suspended in, if any
 	ended   bool
+	closed  bool // its pending call was ended by the closing runtime
 	// cleanups run when the task ends, in reverse order: holds the task
 	// still has are released there. Keyed so a released hold removes its own.
 	cleanups map[any]func()
@@ -163,7 +164,7 @@ func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 		rt.spareThreads = append(rt.spareThreads, t.co)
 	}
 	var terr error
-	if err != nil {
+	if err != nil && !t.closed {
 		if rt.vm.Err() != nil {
 			rt.interrupted = append(rt.interrupted, t.Name)
 		}

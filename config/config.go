@@ -86,6 +86,22 @@ type Global struct {
 	Redis Redis `yaml:"redis"`
 	// Cache is the process-local cache in front of Redis.
 	Cache Cache `yaml:"cache"`
+	// Runtime configures the Lua runtime of every Lua state.
+	Runtime Runtime `yaml:"runtime"`
+}
+
+// Runtime is the "global.runtime" section.
+type Runtime struct {
+	// SlowTask is how long a task may run without yielding, in
+	// milliseconds, before it is logged (once per run, with its name and
+	// line): every other task of its Lua state waits meanwhile. 0 disables
+	// the check; must be >= 0. Default 1000.
+	SlowTask int64 `yaml:"slow_task"`
+	// ShutdownGrace is how long running tasks get to finish when `shield run`
+	// stops (SIGINT, SIGTERM) and after each spec file of `shield test`, in
+	// milliseconds; Lua still running after it is interrupted. Must be >= 0.
+	// Default 5000.
+	ShutdownGrace int64 `yaml:"shutdown_grace"`
 }
 
 // Redis is the "global.redis" section.
@@ -354,6 +370,7 @@ func Default() Config {
 				DefaultTTL: 60000,
 				Sync:       true,
 			},
+			Runtime: Runtime{SlowTask: 1000, ShutdownGrace: 5000},
 		},
 		Lock: Lock{
 			Enabled:    true,

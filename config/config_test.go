@@ -559,7 +559,7 @@ func TestUnknownKeys(t *testing.T) {
 		{"globl:\n  enabled: true\n", []string{
 			`config.yaml:1: unknown key "globl" (known keys: global, lock, rank, queue, rate_limiter, scheduler, ops); did you mean "global"?`}},
 		{"global:\n  enabled: true\n  nodeid: x\n", []string{
-			`config.yaml:3: unknown key "global.nodeid" (known keys: enabled, node_id, service_id, service_name, redis, cache); did you mean "node_id"?`}},
+			`config.yaml:3: unknown key "global.nodeid" (known keys: enabled, node_id, service_id, service_name, redis, cache, runtime); did you mean "node_id"?`}},
 		{"global:\n  cache:\n    enabled: true\n\n    # comment\n\n    max_sise: 5\n", []string{
 			`config.yaml:7: unknown key "global.cache.max_sise" (known keys: enabled, max_size, default_ttl, sync); did you mean "max_size"?`}},
 		{"lock:\n  auto_extend:\n    enabled: true\n    period: 5\n", []string{
@@ -869,4 +869,15 @@ func TestRedlockQuorumMustBeAMajority(t *testing.T) {
 	if _, err := Parse([]byte(strings.Replace(src, "quorum: 1", "quorum: 2", 1)), "c.yaml"); err != nil {
 		t.Fatalf("quorum 2 of 3: %v", err)
 	}
+}
+
+func TestRuntimeSection(t *testing.T) {
+	cfg, err := Parse([]byte("global:\n  runtime:\n    slow_task: 0\n    shutdown_grace: 250\n"), "config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Global.Runtime.SlowTask != 0 || cfg.Global.Runtime.ShutdownGrace != 250 {
+		t.Fatalf("got %+v", cfg.Global.Runtime)
+	}
+	wantErrContains(t, "global:\n  runtime:\n    slow_task: -1\n", `config.yaml:3: global.runtime.slow_task must be >= 0, got -1`)
 }

@@ -92,6 +92,8 @@ func (v *validator) global(g *Global) {
 	c := g.Cache
 	v.positive("global.cache.max_size", int64(c.MaxSize), 0)
 	v.positive("global.cache.default_ttl", c.DefaultTTL, maxMillis)
+	v.nonNegative("global.runtime.slow_task", g.Runtime.SlowTask, maxMillis)
+	v.nonNegative("global.runtime.shutdown_grace", g.Runtime.ShutdownGrace, maxMillis)
 }
 
 func (v *validator) redis(r *Redis) {

@@ -16,13 +16,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
-	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
 	shieldglobal "github.com/shieldrt/shieldglobal"
-	"github.com/shieldrt/shieldglobal/bindings"
 	"github.com/shieldrt/shieldglobal/config"
 )
 
@@ -30,9 +29,6 @@ const usage = `usage:
   shield run  [--config FILE] script.lua [args...]   run a script; stays up while it has subscriptions or scheduled work
   shield test [--config FILE] [paths...]             run *_spec.lua files (default testdata/lua)
 `
-
-// grace is how long running tasks get to finish on SIGINT/SIGTERM.
-const grace = 5 * time.Second
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -102,7 +98,11 @@ func loadConfig(path string) (config.Config, error) {
 
 // runScript runs the main chunk, then keeps the process up while the script
 // has subscriptions, timers or tasks, until it is idle or SIGINT/SIGTERM.
-// Exit status: 0, or 1 when the main chunk or a spawned task raised.
+// A signal also ends a main chunk that is still running: tasks get the
+// configured grace period (global.runtime.shutdown_grace) to finish, then
+// Lua still running is interrupted and named.
+// Exit status: 0, or 1 when the main chunk or a spawned task raised, or a
+// task had to be interrupted.
 func runScript(mod *shieldglobal.Module, path string, scriptArgs []string, stderr io.Writer) int {
 	L := lua.NewState()
 	defer L.Close()
@@ -111,6 +111,7 @@ func runScript(mod *shieldglobal.Module, path string, scriptArgs []string, stder
 		fmt.Fprintf(stderr, "shield: %v\n", err)
 		return 1
 	}
+	grace := config.Millis(mod.Config.Global.Runtime.ShutdownGrace)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	args := make([]lua.LValue, len(scriptArgs))
@@ -122,28 +123,53 @@ func runScript(mod *shieldglobal.Module, path string, scriptArgs []string, stder
 		return 1
 	}
 	status := 0
-	if err := rt.RunFile(path, args...); err != nil {
+	report := func(err error) {
 		fmt.Fprintf(stderr, "shield: %s: %v\n", path, err)
-		var te *bindings.TaskError
-		if !errors.As(err, &te) {
+		status = 1
+	}
+	mainDone := make(chan error, 1)
+	go func() { mainDone <- rt.RunFile(path, args...) }()
+	signalled := false
+	select {
+	case err := <-mainDone:
+		var te *shieldglobal.TaskError
+		if err != nil && !errors.As(err, &te) {
+			report(err)
 			rt.Close(grace)
 			return 1
 		}
-		status = 1
-	}
-	if status == 0 {
+		if err != nil {
+			report(err)
+			break
+		}
 		failures, err := rt.Wait(ctx)
 		if err != nil && ctx.Err() == nil {
-			fmt.Fprintf(stderr, "shield: %v\n", err)
-			status = 1
+			report(err)
 		}
 		if failures > 0 {
 			status = 1
 		}
+	case <-ctx.Done():
+		fmt.Fprintf(stderr, "shield: stopping (%v); tasks get %v to finish\n", context.Cause(ctx), grace)
+		signalled = true
 	}
 	rt.Close(grace)
+	if signalled { // the main chunk ended by itself within the grace, or was interrupted
+		if err := <-mainDone; err != nil && !errors.Is(err, bindingsErrClosed) {
+			report(err)
+		}
+	}
+	if names := rt.Interrupted(); len(names) > 0 {
+		fmt.Fprintf(stderr, "shield: interrupted after the %v shutdown grace period (they did not yield): %s\n",
+			grace, strings.Join(names, ", "))
+		status = 1
+	}
 	return status
 }
+
+// bindingsErrClosed is what RunFile returns for a main chunk still parked
+// when the runtime stopped.
+var bindingsErrClosed = shieldglobal.ErrRuntimeClosed
 
 // argTable builds the conventional `arg` global: arg[0] is the script.
 func argTable(L *lua.LState, script string, args []string) *lua.LTable {

@@ -9,6 +9,8 @@
 --   rt.busy     Go function: busy(co) -> why co may not be resumed by a script (it waits in a
 --               shield call, or it is a task's own thread), or nil
 --   rt.callable Go function: callable(v) -> true when v can be called (a function, or __call)
+--   rt.adopt, rt.disown, rt.running   Go functions: see adopt below
+--   rt.where    Go function: where() -> "file:line: " of the nearest script frame (not ours), or ""
 -- Returns a table: { wrap = fn(raw) -> blocking-call wrapper, task = task thread body,
 -- with = the l:with(fn) helper of lock objects }.
 --
@@ -18,9 +20,8 @@
 -- yield from inside is passed up to the task (Lua 5.2 semantics).
 local rt = ...
 local MARK, FAIL, DONE = rt.mark, rt.fail, rt.done
-local busy, callable, create = rt.busy, rt.callable, rt.create
-local co_resume, co_yield, co_status, co_running =
-	coroutine.resume, coroutine.yield, coroutine.status, coroutine.running
+local busy, callable, create, where = rt.busy, rt.callable, rt.create, rt.where
+local co_resume, co_yield, co_status = coroutine.resume, coroutine.yield, coroutine.status
 local error, select, type, tostring = error, select, type, tostring
 
 -- finish returns what a blocking Go call produced. When the call yielded, the
@@ -40,20 +41,12 @@ local function wrap(raw)
 	end
 end
 
--- owner maps a pooled pcall worker to the coroutine the script sees as
--- running (the pcall's caller), so coroutine.running() is not fooled.
-local owner, MAIN = {}, {}
-
-function coroutine.running()
-	local co = co_running()
-	local o = owner[co]
-	if o == nil then
-		return co
-	elseif o == MAIN then
-		return nil
-	end
-	return o
-end
+-- adopt(co) records that the pooled pcall worker co runs on behalf of the
+-- calling coroutine, so coroutine.running() (Go, rt.running) is not fooled;
+-- disown(co) forgets it. (In Go: a Lua table keyed by threads would keep
+-- every key forever, as gopher-lua never frees non-string keys.)
+local adopt, disown = rt.adopt, rt.disown
+coroutine.running = rt.running
 
 -- pass resumes a child coroutine; when the child suspended inside a blocking
 -- shield call it is yielding MARK: pass that yield up to our own resumer and
@@ -94,10 +87,10 @@ function coroutine.wrap(f)
 	return function(...)
 		local why = busy(co)
 		if why then
-			error("cannot resume non-suspended coroutine (" .. why .. ")", 2)
+			error(where() .. "cannot resume non-suspended coroutine (" .. why .. ")", 0)
 		end
 		if co_status(co) == "dead" then
-			error("cannot resume dead coroutine", 2)
+			error(where() .. "cannot resume dead coroutine", 0)
 		end
 		return unwrap(pass(co, co_resume(co, ...)))
 	end
@@ -121,11 +114,11 @@ end
 
 local function settle(co, ok, ...)
 	if not ok then
-		owner[co] = nil
+		disown(co)
 		return false, ...
 	end
 	if (...) == DONE then
-		owner[co] = nil
+		disown(co)
 		if npool < POOL then
 			npool = npool + 1
 			pool[npool] = co
@@ -137,7 +130,7 @@ end
 
 function pcall(...)
 	if select("#", ...) == 0 then
-		error("bad argument #1 to 'pcall' (value expected)", 2)
+		error(where() .. "bad argument #1 to 'pcall' (value expected)", 0)
 	end
 	local f = ...
 	if not callable(f) then
@@ -151,7 +144,7 @@ function pcall(...)
 	else
 		co = create(worker)
 	end
-	owner[co] = coroutine.running() or MAIN
+	adopt(co)
 	return settle(co, co_resume(co, ...))
 end
 
@@ -170,7 +163,7 @@ end
 -- the caller's stack; uncaught task errors carry the full traceback instead.
 function xpcall(f, handler, ...)
 	if type(handler) ~= "function" then
-		error("bad argument #2 to 'xpcall' (function expected, got " .. type(handler) .. ")", 2)
+		error(where() .. "bad argument #2 to 'xpcall' (function expected, got " .. type(handler) .. ")", 0)
 	end
 	return xsettle(handler, ypcall(f, ...))
 end
@@ -191,11 +184,11 @@ end
 
 local function with(l, fn, ...)
 	if type(fn) ~= "function" then
-		error(tostring(l) .. ": bad argument #1 to 'with' (function expected, got " .. type(fn) .. ")", 2)
+		error(where() .. tostring(l) .. ": bad argument #1 to 'with' (function expected, got " .. type(fn) .. ")", 0)
 	end
 	local ok, why = l:acquire()
 	if not ok then
-		error(tostring(l) .. ":with: could not acquire the lock (" .. tostring(why) .. ")", 2)
+		error(where() .. tostring(l) .. ":with: could not acquire the lock (" .. tostring(why) .. ")", 0)
 	end
 	return release_after(l, ypcall(fn, ...))
 end

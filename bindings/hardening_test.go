@@ -1,0 +1,218 @@
+package bindings
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func logTo(w *syncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// A task that never yields cannot hold up Close beyond grace + 2 s: it is
+// interrupted at its current line, and Interrupted names it.
+func TestCloseInterruptsATaskThatNeverYields(t *testing.T) {
+	L := lua.NewState()
+	defer L.Close()
+	var logs syncBuffer
+	rt, err := NewRuntime(L, &Services{Log: logTo(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mainErr := make(chan error, 1)
+	mustRun(t, rt, `shield.spawn(function() shield.sleep(1e9) end); shield.sleep(5)`) // parked: interrupted too
+	go func() { mainErr <- rt.RunString("local n = 0\nwhile true do n = n + 1 end", "spin.lua") }()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	rt.Close(200 * time.Millisecond)
+	if took := time.Since(start); took > 200*time.Millisecond+killWait {
+		t.Fatalf("Close took %v, more than grace + %v", took, killWait)
+	}
+	select {
+	case err := <-mainErr:
+		var te *TaskError
+		if !errors.As(err, &te) || !strings.Contains(te.Message, "spin.lua:2:") || !strings.Contains(te.Message, ErrInterrupted.Error()) {
+			t.Fatalf("the spinning task ended with %v", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the spinning task's RunString did not return")
+	}
+	names := strings.Join(rt.Interrupted(), ",")
+	if !strings.Contains(names, "spin.lua") || !strings.Contains(names, "spawn") {
+		t.Fatalf("Interrupted() = %q", names)
+	}
+	if !strings.Contains(logs.String(), "running=spin.lua") {
+		t.Fatalf("the shutdown warning does not name the running task:\n%s", logs.String())
+	}
+}
+
+func TestSlowTaskIsLoggedOnceWithItsLine(t *testing.T) {
+	var logs syncBuffer
+	rt := newTestRuntime(t, &Services{Log: logTo(&logs), SlowTask: 50 * time.Millisecond})
+	mustRun(t, rt, `
+		local t0 = os.clock()
+		while os.clock() - t0 < 0.4 do end
+		shield.sleep(1)`)
+	out := logs.String()
+	if n := strings.Count(out, "task has run without yielding"); n != 1 {
+		t.Fatalf("want one warning, got %d:\n%s", n, out)
+	}
+	if !strings.Contains(out, "task=test.lua") || !strings.Contains(out, "at=test.lua:3") {
+		t.Fatalf("the warning lacks the task or its line:\n%s", out)
+	}
+}
+
+func TestSleepBounds(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	for _, src := range []string{`shield.sleep(1e13)`, `shield.sleep(2^63)`} {
+		err := run(t, rt, src)
+		if err == nil || !strings.Contains(err.Error(), "bad argument #1 to 'sleep' (milliseconds must be at most") {
+			t.Fatalf("%s: got %v", src, err)
+		}
+	}
+	// math.huge sleeps until the runtime closes, then the task ends quietly.
+	L := lua.NewState()
+	defer L.Close()
+	rt2, err := NewRuntime(L, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- rt2.RunString(`shield.sleep(math.huge); error("not reached")`, "forever.lua") }()
+	select {
+	case err := <-ended:
+		t.Fatalf("math.huge sleep returned early: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	start := time.Now()
+	rt2.Close(5 * time.Second)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("a forever-sleeping task held Close for %v", took)
+	}
+	if err := <-ended; err != nil {
+		t.Fatalf("the sleeper ended with %v, want a quiet end", err)
+	}
+	if n := rt2.Interrupted(); len(n) != 0 {
+		t.Fatalf("interrupted %v", n)
+	}
+}
+
+// The rebuilt pcall/xpcall/coroutine functions behave as gopher-lua's own,
+// and no error or traceback ever shows the runtime's prelude.
+func TestPcallMatchesStockGopherLua(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	mustRun(t, rt, `
+		local function no_prelude(s) assert(not tostring(s):find("prelude", 1, true), "prelude leaked: " .. tostring(s)); return s end
+		local ok, e = pcall(42)
+		assert(ok == false and e == "attempt to call a number value", no_prelude(e))
+		ok, e = pcall(nil)
+		assert(ok == false and e == "attempt to call a nil value", no_prelude(e))
+		ok, e = pcall(pcall)
+		assert(ok == false and no_prelude(e):find("test.lua:7: bad argument #1 to 'pcall' (value expected)", 1, true), e)
+		-- an error in the handler is xpcall's result
+		ok, e = xpcall(function() error("orig") end, function() error("in handler") end)
+		assert(ok == false and no_prelude(e):find("test.lua:10: in handler", 1, true), e)
+		-- a missing handler is an argument error at the caller
+		ok, e = pcall(xpcall, function() end, nil)
+		assert(ok == false and no_prelude(e):find("test.lua:13: bad argument #2 to 'xpcall' (function expected, got nil)", 1, true), e)
+		-- coroutine.running inside pcall is the caller's coroutine
+		local me = coroutine.running()
+		local _, inside = pcall(function() shield.sleep(1); return coroutine.running() end)
+		assert(inside == me, "running() inside pcall: " .. tostring(inside) .. " vs " .. tostring(me))
+		local co = coroutine.create(function() return select(2, pcall(coroutine.running)) end)
+		local _, got = coroutine.resume(co)
+		assert(got == co)
+		-- a callable table is callable
+		ok, e = pcall(setmetatable({}, {__call = function(_, x) return x end}), 9)
+		assert(ok and e == 9)
+		-- dead and wrapped coroutines
+		local w = coroutine.wrap(function() end); w()
+		ok, e = pcall(w)
+		assert(ok == false and no_prelude(e):find("test.lua:27: cannot resume dead coroutine", 1, true), e)
+		local w2 = coroutine.wrap(function() error("werr") end)
+		ok, e = pcall(w2)
+		assert(ok == false and no_prelude(e):find("test.lua:29: werr", 1, true), e)
+	`)
+	// Uncaught errors through pcall layers: no prelude frame in the traceback.
+	err := run(t, rt, "pcall(function() end)\nlocal ok = pcall(function() shield.sleep(1) end)\nerror('top')")
+	var te *TaskError
+	if !errors.As(err, &te) || strings.Contains(te.Error(), "prelude") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestErrorObjectsAreReadable(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	err := run(t, rt, `error({code = 1, reason = "busy"})`)
+	if err == nil || !strings.Contains(err.Error(), `error object {code = 1, reason = "busy"}`) {
+		t.Fatalf("got %v", err)
+	}
+	err = run(t, rt, `error(setmetatable({}, {__tostring = function() return "custom text" end}))`)
+	if err == nil || !strings.Contains(err.Error(), "custom text") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// A burst of concurrent pcalls does not pin memory: idle pcall workers are
+// bounded (20 000 concurrent pcalls pinned ~380 MB before).
+func TestPcallWorkerPoolIsBounded(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	mustRun(t, rt, `shield.sleep(1)`)
+	before := heapInUse()
+	mustRun(t, rt, `
+		local n = 0
+		for i = 1, 20000 do
+			shield.spawn(function() pcall(function() shield.sleep(20); n = n + 1 end) end)
+		end
+		while n < 20000 do shield.sleep(10) end`)
+	if _, err := rt.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after := heapInUse()
+	if grew := int64(after) - int64(before); grew > 64<<20 {
+		t.Fatalf("heap grew by %d MB after the pcall burst", grew>>20)
+	}
+}
+
+func TestDeepRecursionInTasks(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	mustRun(t, rt, `
+		local function depth(n) if n == 0 then return 0 end return 1 + depth(n - 1) end
+		assert(depth(10000) == 10000)
+		shield.spawn(function() assert(depth(10000) == 10000); deep_spawned = true end)
+		shield.sleep(1)
+		assert(deep_spawned)`)
+}
