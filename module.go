@@ -233,7 +233,8 @@ func (m *Module) startGlobal() error {
 			},
 			Up: func() { m.Log.Info("shield: pub/sub connection back; subscriptions resumed") },
 		})
-		m.internal = pubsub.NewRedis(m.Redis, keys.Prefix, pubsub.Events{
+		// The internal bus takes full channel names (store.Keys builds them).
+		m.internal = pubsub.NewRedis(m.Redis, "", pubsub.Events{
 			// SetBypass clears the cache whenever it flips.
 			Down: func(err error) {
 				if m.Cache != nil {
@@ -265,7 +266,7 @@ func (m *Module) startGlobal() error {
 // is ever served.
 func (m *Module) startCacheSync(g *bindings.Global, keys store.Keys) error {
 	m.instance = randomID(8)
-	channel := strings.TrimPrefix(keys.CacheInvalidation(), keys.Prefix)
+	channel := keys.CacheInvalidation()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := m.internal.Subscribe(ctx, channel, func(msg pubsub.Message) {

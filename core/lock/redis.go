@@ -80,12 +80,11 @@ func statusErr(op, name string, code int64) error {
 //
 // Wake-ups: release and the fair-queue paths PUBLISH (inside the script) on
 // the server channel k.LockReleased(name) = <prefix>lock:released:{name}.
-// Watch subscribes to it through the bus given to NewRedis, as the bus
-// channel "lock:released:{name}": the bus must therefore be a Redis bus on
-// the same deployment created with the same prefix —
-// pubsub.NewRedis(c, prefix, ev) — which may be shared with other internal
-// channels under that prefix (user channels live under <prefix>pubsub:, so
-// they cannot collide). Expiry is not published.
+// Watch subscribes to it through the bus given to NewRedis: a Redis bus on
+// the same deployment created without a prefix — pubsub.NewRedis(c, "", ev)
+// — so bus channels are the server's (it may be shared with other internal
+// channels; user channels live under <prefix>pubsub:, so they cannot
+// collide). Expiry is not published.
 //
 // Errors wrap the go-redis error with the operation and lock name, e.g.
 // `lock: release "boss": dial tcp ...`; the sentinels are wrapped the same
@@ -367,7 +366,7 @@ func (r *Redis) Watch(ctx context.Context, name string, fn func()) (func(), erro
 	if fn == nil {
 		return nil, invalid(op, name, "nil func")
 	}
-	channel := strings.TrimPrefix(r.keys.LockReleased(name), r.keys.Prefix)
+	channel := r.keys.LockReleased(name)
 	r.mu.Lock()
 	if r.watches == nil {
 		r.watches = map[string]*watch{}

@@ -22,7 +22,7 @@ import (
 // bus (closed when the test ends).
 func newRedisBackend(t *testing.T, c redis.UniversalClient) (*Redis, string) {
 	prefix := testredis.Prefix(t)
-	bus := pubsub.NewRedis(c, prefix, pubsub.Events{})
+	bus := pubsub.NewRedis(c, "", pubsub.Events{})
 	t.Cleanup(func() { bus.Close() })
 	return NewRedis(c, prefix, bus), prefix
 }
@@ -192,7 +192,7 @@ func TestRedisErrors(t *testing.T) {
 	l.Close()
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
-	bus := pubsub.NewRedis(c, "p:", pubsub.Events{})
+	bus := pubsub.NewRedis(c, "", pubsub.Events{})
 	defer bus.Close()
 	b := NewRedis(c, "p:", bus)
 	ctx := t.Context()
@@ -265,7 +265,7 @@ func TestRedlock(t *testing.T) {
 		c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
 		t.Cleanup(func() { c.Close() })
 		prefix := testredis.Prefix(t)
-		bus := pubsub.NewRedis(c, prefix, pubsub.Events{})
+		bus := pubsub.NewRedis(c, "", pubsub.Events{})
 		t.Cleanup(func() { bus.Close() })
 		nodes = append(nodes, NewRedis(c, prefix, bus))
 	}
