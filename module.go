@@ -130,6 +130,7 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 		log = slog.Default()
 	}
 	m := &Module{Config: cfg, Backend: BackendNone, Log: log}
+	store.RouteLogs(log) // go-redis's own log lines go through our logger
 	nodeID, err := cfg.Global.EffectiveNodeID()
 	if err != nil {
 		return nil, err
@@ -225,8 +226,8 @@ func (m *Module) startGlobal() error {
 	}
 	if m.Backend == BackendMemory {
 		m.KV, m.Bus = kv.NewMemory(), pubsub.NewMemory()
+		g.Inline = true
 	} else {
-		m.KV = kv.NewRedis(m.Redis, keys.Prefix)
 		m.Bus = pubsub.NewRedis(m.Redis, keys.PubSubPrefix(), pubsub.Events{
 			Down: func(err error) {
 				m.Log.Warn("shield: pub/sub connection down; subscriptions resume when it is back", "error", err)
@@ -249,21 +250,25 @@ func (m *Module) startGlobal() error {
 				m.Log.Info("shield: internal pub/sub connection back; local cache cleared")
 			},
 		})
+		var opts []kv.RedisOption
 		if c.Enabled && c.Sync {
 			if err := m.startCacheSync(g, keys); err != nil {
 				return err
 			}
+			opts = append(opts, kv.WithAnnounce(keys.CacheInvalidation(), m.instance))
 		}
+		m.KV = kv.NewRedis(m.Redis, keys.Prefix, opts...)
 	}
 	g.Store, g.Bus = m.KV, m.Bus
 	m.global = g
 	return nil
 }
 
-// startCacheSync subscribes to the invalidation channel on the internal bus.
-// While that connection is down the cache is bypassed, and it is cleared
-// when it comes back: announcements may have been missed, so nothing stale
-// is ever served.
+// startCacheSync subscribes to the invalidation channel on the internal bus
+// (writes announce their keys there, see kv.WithAnnounce). While that
+// connection is down the cache is bypassed, and it is cleared when it comes
+// back: announcements may have been missed, so nothing stale is ever
+// served.
 func (m *Module) startCacheSync(g *bindings.Global, keys store.Keys) error {
 	m.instance = randomID(8)
 	channel := keys.CacheInvalidation()
@@ -277,10 +282,6 @@ func (m *Module) startCacheSync(g *bindings.Global, keys store.Keys) error {
 	})
 	if err != nil {
 		return fmt.Errorf("shield: global.cache.sync: %w", err)
-	}
-	g.Announce = func(ctx context.Context, key string) error {
-		_, err := m.internal.Publish(ctx, channel, []byte(m.instance+"\n"+key))
-		return err
 	}
 	return nil
 }

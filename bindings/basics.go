@@ -118,7 +118,7 @@ func (rt *Runtime) spawn(L *lua.LState) int {
 func (rt *Runtime) logAt(L *lua.LState, name string, level slog.Level) int {
 	a := argsOf(L, "shield.log", name)
 	if L.Get(1) == lua.LNil {
-		a.typeError(1, "string")
+		a.bad(1, "message expected (a string, or any value tostring accepts), got "+a.got(1))
 	}
 	msg := L.ToStringMeta(L.Get(1)).String()
 	var attrs []slog.Attr

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/core/kv"
+	"github.com/shieldrt/shieldglobal/core/pubsub"
 )
 
 // syncBuffer is a goroutine-safe log sink.
@@ -213,6 +216,40 @@ func TestDeepRecursionInTasks(t *testing.T) {
 		local function depth(n) if n == 0 then return 0 end return 1 + depth(n - 1) end
 		assert(depth(10000) == 10000)
 		shield.spawn(function() assert(depth(10000) == 10000); deep_spawned = true end)
-		shield.sleep(1)
-		assert(deep_spawned)`)
+		while not deep_spawned do shield.sleep(1) end`)
+}
+
+func testGlobal() *Global {
+	return &Global{Store: kv.NewMemory(), Bus: pubsub.NewMemory(), Inline: true}
+}
+
+// Unsubscribed subscriptions leave nothing behind in the runtime.
+func TestSubscribeUnsubscribeLeavesNoCloser(t *testing.T) {
+	rt := newTestRuntime(t, &Services{Global: testGlobal()})
+	var before int
+	_ = rt.Do(func(*lua.LState) error { before = len(rt.closers); return nil })
+	mustRun(t, rt, `
+		local g = shield.global()
+		for i = 1, 1000 do g:subscribe("c" .. i, function() end):unsubscribe() end`)
+	var after int
+	_ = rt.Do(func(*lua.LState) error { after = len(rt.closers); return nil })
+	if after != before {
+		t.Fatalf("%d closers after 1000 subscribe/unsubscribe pairs (was %d)", after, before)
+	}
+}
+
+// Methods called with a foreign self name the type they expected.
+func TestForeignSelfIsAnArgumentError(t *testing.T) {
+	rt := newTestRuntime(t, &Services{Global: testGlobal()})
+	cases := map[string]string{
+		`shield.global().get(newproxy(), "k")`:  `shield.global: bad argument #1 to 'get' (shield.global expected, got userdata`,
+		`shield.global().set({}, "k", 1)`:        `shield.global: bad argument #1 to 'set' (shield.global expected, got table`,
+		`local s = shield.global():subscribe("x", function() end); s.unsubscribe(shield.global())`: `bad argument #1 to 'unsubscribe' (shield.subscription expected, got userdata`,
+	}
+	for src, want := range cases {
+		err := run(t, rt, src)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s:\n got %v\nwant %q", src, err, want)
+		}
+	}
 }

@@ -159,7 +159,8 @@ func TestArgumentErrorsNameTheCallAndLine(t *testing.T) {
 		`shield.sleep("x")`:       `test.lua:1: shield: bad argument #1 to 'sleep' (number expected, got string)`,
 		`shield.sleep(-1)`:        `test.lua:1: shield: bad argument #1 to 'sleep' (milliseconds must be >= 0)`,
 		`shield.spawn(42)`:        `test.lua:1: shield: bad argument #1 to 'spawn' (function expected, got number)`,
-		`shield.log.info()`:       `test.lua:1: shield.log: bad argument #1 to 'info' (string expected, got no value)`,
+		`shield.log.info()`:       `test.lua:1: shield.log: bad argument #1 to 'info' (message expected (a string, or any value tostring accepts), got no value)`,
+		`shield.log.info(nil)`:    `test.lua:1: shield.log: bad argument #1 to 'info' (message expected (a string, or any value tostring accepts), got nil)`,
 		`shield.log.info("m", 5)`: `test.lua:1: shield.log: bad argument #2 to 'info' (table expected, got number)`,
 	}
 	for src, want := range cases {
