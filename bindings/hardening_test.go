@@ -242,8 +242,8 @@ func TestSubscribeUnsubscribeLeavesNoCloser(t *testing.T) {
 func TestForeignSelfIsAnArgumentError(t *testing.T) {
 	rt := newTestRuntime(t, &Services{Global: testGlobal()})
 	cases := map[string]string{
-		`shield.global().get(newproxy(), "k")`:  `shield.global: bad argument #1 to 'get' (shield.global expected, got userdata`,
-		`shield.global().set({}, "k", 1)`:        `shield.global: bad argument #1 to 'set' (shield.global expected, got table`,
+		`shield.global().get(newproxy(), "k")`: `shield.global: bad argument #1 to 'get' (shield.global expected, got userdata`,
+		`shield.global().set({}, "k", 1)`:      `shield.global: bad argument #1 to 'set' (shield.global expected, got table`,
 		`local s = shield.global():subscribe("x", function() end); s.unsubscribe(shield.global())`: `bad argument #1 to 'unsubscribe' (shield.subscription expected, got userdata`,
 	}
 	for src, want := range cases {
