@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -350,6 +351,13 @@ func (rt *Runtime) interruptRunning(grace time.Duration) {
 	})
 	select {
 	case <-ended:
+		if n := len(rt.interrupted); n > 0 {
+			names := rt.interrupted
+			if n > 10 {
+				names = append(names[:10:10], fmt.Sprintf("and %d more", n-10))
+			}
+			rt.log.Warn("shield: interrupted tasks", "count", n, "tasks", strings.Join(names, ", "))
+		}
 	case <-time.After(killWait):
 	}
 }

@@ -164,8 +164,12 @@ func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 		rt.spareThreads = append(rt.spareThreads, t.co)
 	}
 	var terr error
+	interrupted := false
 	if err != nil && !t.closed {
 		if rt.vm.Err() != nil {
+			// Close names the interrupted tasks once (Interrupted), not
+			// one log line each.
+			interrupted = true
 			rt.interrupted = append(rt.interrupted, t.Name)
 		}
 		msg := err.Error()
@@ -179,7 +183,7 @@ func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 		t.done(terr)
 		return
 	}
-	if terr != nil {
+	if terr != nil && !interrupted {
 		rt.failures++
 		rt.log.Error("shield: task failed", "task", t.Name, "error", terr.Error())
 	}
