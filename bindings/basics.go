@@ -108,8 +108,13 @@ func (rt *Runtime) spawn(L *lua.LState) int {
 	for i := 2; i <= L.GetTop(); i++ {
 		args = append(args, L.Get(i))
 	}
-	// Start it on the next loop turn: the caller keeps running until it yields.
-	rt.Post(func() { rt.Spawn("spawn", fn, args, nil) })
+	// Start it on the next loop turn: the caller keeps running until it
+	// yields. It belongs to the spawner's group.
+	var g *Group
+	if t := rt.running; t != nil {
+		g = t.group
+	}
+	rt.postLocal(func() { rt.SpawnIn(g, "spawn", fn, args, nil) })
 	return 0
 }
 

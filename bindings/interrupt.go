@@ -25,20 +25,49 @@ var ErrInterrupted = errors.New("shield: task interrupted: it did not yield with
 type vmContext struct {
 	kill     chan struct{}
 	killOnce sync.Once
-	probe    atomic.Bool
-	line     atomic.Pointer[string]
-	rt       *Runtime
+	// flags is non-zero while probe or target is set: Done's slow path.
+	flags  atomic.Uint32
+	line   atomic.Pointer[string]
+	target atomic.Pointer[Group] // a group whose tasks to interrupt (Runtime.InterruptGroup)
+	rt     *Runtime
 }
+
+const (
+	flagProbe  = 1 << iota // record the running line
+	flagTarget             // interrupt target when it runs
+)
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (c *vmContext) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (c *vmContext) Value(any) any               { return nil }
 
 // Done is called by the VM before every instruction of every task thread.
 func (c *vmContext) Done() <-chan struct{} {
-	if c.probe.Load() {
-		c.capture()
+	if c.flags.Load() != 0 {
+		return c.slow()
 	}
 	return c.kill
+}
+
+// slow runs on the loop goroutine, inside the VM.
+func (c *vmContext) slow() <-chan struct{} {
+	f := c.flags.Load()
+	if f&flagProbe != 0 {
+		line := currentLine(c.rt.L.G.CurrentThread)
+		c.line.Store(&line)
+		c.flags.And(^uint32(flagProbe))
+	}
+	if f&flagTarget != 0 && c.targeted() {
+		return closedChan
+	}
+	return c.kill
+}
+
+// targeted reports whether the running task is one to interrupt. Loop only.
+func (c *vmContext) targeted() bool {
+	g, t := c.target.Load(), c.rt.running
+	return g != nil && t != nil && t.group == g
 }
 
 func (c *vmContext) Err() error {
@@ -46,18 +75,36 @@ func (c *vmContext) Err() error {
 	case <-c.kill:
 		return ErrInterrupted
 	default:
-		return nil
+	}
+	if c.flags.Load()&flagTarget != 0 && c.targeted() {
+		return ErrInterrupted
+	}
+	return nil
+}
+
+func (c *vmContext) probe() { c.flags.Or(flagProbe) }
+
+func (c *vmContext) interrupt() { c.killOnce.Do(func() { close(c.kill) }) }
+
+func (c *vmContext) killed() bool {
+	select {
+	case <-c.kill:
+		return true
+	default:
+		return false
 	}
 }
 
-// capture runs on the loop goroutine, inside the VM.
-func (c *vmContext) capture() {
-	line := currentLine(c.rt.L.G.CurrentThread)
-	c.line.Store(&line)
-	c.probe.Store(false)
+// aim makes the tasks of g raise ErrInterrupted at their next instruction
+// (nil: nobody).
+func (c *vmContext) aim(g *Group) {
+	c.target.Store(g)
+	if g != nil {
+		c.flags.Or(flagTarget)
+	} else {
+		c.flags.And(^uint32(flagTarget))
+	}
 }
-
-func (c *vmContext) interrupt() { c.killOnce.Do(func() { close(c.kill) }) }
 
 // monitor watches how long the loop has been inside one resume: a task that
 // runs longer than threshold without yielding is logged once per resume,
@@ -100,7 +147,7 @@ func (rt *Runtime) watch(stop <-chan struct{}) {
 		if probed != seq { // ask the VM for the line; report on the next tick
 			probed = seq
 			rt.vm.line.Store(nil)
-			rt.vm.probe.Store(true)
+			rt.vm.probe()
 			continue
 		}
 		reported = seq

@@ -337,8 +337,10 @@ func (rt *Runtime) interruptRunning(grace time.Duration) {
 			running += " at " + *p
 		}
 	}
-	rt.log.Warn("shield: tasks still running after the shutdown grace period; interrupting them",
-		"grace", grace, "running", running)
+	if grace > 0 {
+		rt.log.Warn("shield: tasks still running after the shutdown grace period; interrupting them",
+			"grace", grace, "running", running)
+	}
 	rt.vm.interrupt()
 	ended := make(chan struct{})
 	rt.Post(func() {

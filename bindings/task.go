@@ -3,6 +3,7 @@ package bindings
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	lua "github.com/yuin/gopher-lua"
@@ -17,9 +18,10 @@ var taskIDs atomic.Int64
 type Task struct {
 	ID   int64
 	Name string
-	co   *lua.LState
-	tb   string // traceback captured when the task raised
-	done func(err error)
+	co    *lua.LState
+	tb    string // traceback captured when the task raised
+	done  func(err error)
+	group *Group
 
 	owner   string // OwnerID, built once
 	waiting *op    // the blocking call the task is suspended in, if any
@@ -35,6 +37,18 @@ type TaskError struct {
 	Task      string
 	Message   string
 	Traceback string
+	// Value is the Lua value the task raised (a string, or the table given
+	// to error()); nil when the task ended for another reason.
+	Value lua.LValue
+}
+
+// Group gathers the failures of the tasks started in it and of every task
+// those spawn, directly or not (shield.spawn inherits the spawner's group):
+// the spec runner fails a test when a task it spawned raised. Without a
+// group a failed task is logged and counted (see Wait).
+type Group struct {
+	// OnError receives each failure, on the loop, instead of the log.
+	OnError func(err *TaskError)
 }
 
 func (e *TaskError) Error() string {
@@ -87,10 +101,16 @@ func (rt *Runtime) newThread(L *lua.LState) *lua.LState {
 }
 
 // Spawn starts fn(args...) as a new task. Loop only. done, if not nil, is
-// called on the loop when the task ends; without it an uncaught error is
-// logged with its traceback and counted (see Failures).
+// called on the loop when the task ends; without it an uncaught error goes
+// to the task's group, or is logged with its traceback and counted (see
+// Wait).
 func (rt *Runtime) Spawn(name string, fn *lua.LFunction, args []lua.LValue, done func(err error)) *Task {
-	t := &Task{ID: taskIDs.Add(1), Name: name, done: done}
+	return rt.SpawnIn(nil, name, fn, args, done)
+}
+
+// SpawnIn is Spawn for a task of group g (nil: none). Loop only.
+func (rt *Runtime) SpawnIn(g *Group, name string, fn *lua.LFunction, args []lua.LValue, done func(err error)) *Task {
+	t := &Task{ID: taskIDs.Add(1), Name: name, done: done, group: g}
 	if n := len(rt.spareThreads); n > 0 {
 		t.co = rt.spareThreads[n-1]
 		rt.spareThreads = rt.spareThreads[:n-1]
@@ -155,6 +175,8 @@ func (rt *Runtime) guardedResume(t *Task, fn *lua.LFunction, args []lua.LValue) 
 // thread goes back to the pool when it ended cleanly, and done or the
 // failure count learns the outcome.
 func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
+	killed := rt.vm.killed()
+	aimed := t.group != nil && rt.vm.target.Load() == t.group
 	t.ended = true
 	t.waiting = nil
 	rt.runCleanups(t)
@@ -163,32 +185,57 @@ func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 		rt.threads[t.co] = nil
 		rt.spareThreads = append(rt.spareThreads, t.co)
 	}
-	var terr error
-	interrupted := false
+	var terr *TaskError
 	if err != nil && !t.closed {
-		if rt.vm.Err() != nil {
-			// Close names the interrupted tasks once (Interrupted), not
-			// one log line each.
-			interrupted = true
-			rt.interrupted = append(rt.interrupted, t.Name)
-		}
-		msg := err.Error()
+		terr = &TaskError{Task: t.Name, Message: err.Error(), Traceback: t.tb}
 		var api *lua.ApiError
 		if errors.As(err, &api) {
-			msg = errorText(rt.L, api.Object)
+			terr.Message, terr.Value = errorText(rt.L, api.Object), api.Object
 		}
-		terr = &TaskError{Task: t.Name, Message: msg, Traceback: t.tb}
+		if aimed && !strings.Contains(terr.Message, ErrInterrupted.Error()) {
+			terr.Message = ErrInterrupted.Error() + ": " + terr.Message
+		}
 	}
-	if t.done != nil {
-		t.done(terr)
-		return
-	}
-	if terr != nil && !interrupted {
+	switch {
+	case t.done != nil:
+		if terr == nil {
+			t.done(nil)
+		} else {
+			t.done(terr)
+		}
+	case terr == nil:
+	case killed:
+		// Close names the interrupted tasks once (Interrupted), not one
+		// log line each.
+		rt.interrupted = append(rt.interrupted, t.Name)
+	case t.group != nil && t.group.OnError != nil:
+		t.group.OnError(terr)
+	default:
 		rt.failures++
 		rt.log.Error("shield: task failed", "task", t.Name, "error", terr.Error())
 	}
+	if killed && t.done != nil && terr != nil {
+		rt.interrupted = append(rt.interrupted, t.Name)
+	}
 }
 
+// InterruptGroup ends every task of group g with ErrInterrupted: the running
+// one at its next Lua instruction (also when it never yields), suspended
+// ones at once. Safe from any goroutine. One group at a time: a second call
+// before the first took effect replaces it.
+func (rt *Runtime) InterruptGroup(g *Group) {
+	rt.vm.aim(g)
+	rt.Post(func() {
+		for _, t := range rt.threads {
+			if t != nil && !t.ended && t.group == g {
+				rt.finishTask(t, ErrInterrupted, false) // the loop is here: t is suspended
+			}
+		}
+		if rt.vm.target.Load() == g {
+			rt.vm.aim(nil)
+		}
+	})
+}
 // OnTaskEnd registers fn to run on the loop when task t ends (normally, by
 // an error, or when the runtime closes), under key; ForgetTaskEnd(t, key)
 // drops it. Loop only.

@@ -27,7 +27,8 @@ import (
 
 const usage = `usage:
   shield run  [--config FILE] script.lua [args...]   run a script; stays up while it has subscriptions or scheduled work
-  shield test [--config FILE] [paths...]             run *_spec.lua files (default testdata/lua)
+  shield test [--config FILE] [--timeout 10s] [paths...]
+                                                     run *_spec.lua files (default testdata/lua); --timeout bounds each test
 `
 
 func main() {
@@ -43,6 +44,7 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("shield "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "YAML config file (default: built-in defaults, memory backend)")
+	timeout := fs.Duration("timeout", shieldglobal.DefaultSpecTimeout, "shield test: time each test (and hook) may take")
 	if err := fs.Parse(argv[1:]); err != nil {
 		return 2
 	}
@@ -70,7 +72,10 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		if len(paths) == 0 {
 			paths = []string{"testdata/lua"}
 		}
-		res, err := mod.RunSpecs(paths, stdout)
+		// Ctrl-C stops the running file; the summary of what ran is printed.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		res, err := mod.RunSpecs(ctx, paths, stdout, shieldglobal.SpecOptions{Timeout: *timeout})
 		if err != nil {
 			fmt.Fprintf(stderr, "shield test: %v\n", err)
 			return 2
@@ -79,8 +84,11 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		if res.Skipped > 0 {
 			line += fmt.Sprintf(", %d skipped", res.Skipped)
 		}
+		if res.Interrupted {
+			line += " (interrupted)"
+		}
 		fmt.Fprintln(stdout, line)
-		if res.Failed > 0 {
+		if res.Failed > 0 || res.Interrupted {
 			return 1
 		}
 	}
