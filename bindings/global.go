@@ -27,7 +27,7 @@ func (rt *Runtime) installGlobal(lib *lua.LTable, g *Global) {
 		{"set", b.set}, {"get", b.get}, {"delete", b.delete},
 		{"mset", b.mset}, {"mget", b.mget},
 		{"incr", b.incr}, {"decr", b.decr},
-		{"get_cached", b.getCached}, {"invalidate", b.invalidate},
+		{"get_cached", b.getCached}, {"invalidate", b.invalidate}, {"cache_stats", b.cacheStats},
 		{"subscribe", b.subscribe}, {"psubscribe", b.psubscribe}, {"publish", b.publish},
 	} {
 		methods.RawSetString(m.name, rt.blocking(m.fn))
@@ -223,4 +223,22 @@ func (b *globalBinding) invalidate(L *lua.LState) int {
 	key := a.key(2)
 	b.g.Evict(key)
 	return Run(b.rt, L, b.name("invalidate"), b.g.Store.Invalidate(key), func(*lua.LState, struct{}) []lua.LValue { return nil })
+}
+
+// g:cache_stats() -> {enabled, size, hits, misses, hit_rate} of this
+// process's local cache (the /ops/global data fields).
+func (b *globalBinding) cacheStats(L *lua.LState) int {
+	b.args(L, "cache_stats")
+	t := L.CreateTable(0, 5)
+	var st kv.CacheStats
+	if b.g.Cache != nil {
+		st = b.g.Cache.Stats()
+	}
+	t.RawSetString("enabled", lua.LBool(b.g.Cache != nil))
+	t.RawSetString("size", lua.LNumber(st.Size))
+	t.RawSetString("hits", lua.LNumber(st.Hits))
+	t.RawSetString("misses", lua.LNumber(st.Misses))
+	t.RawSetString("hit_rate", lua.LNumber(st.HitRate))
+	L.Push(t)
+	return 1
 }

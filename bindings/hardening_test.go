@@ -253,3 +253,15 @@ func TestForeignSelfIsAnArgumentError(t *testing.T) {
 		}
 	}
 }
+
+func TestLogWritesStructuredFields(t *testing.T) {
+	var logs syncBuffer
+	rt := newTestRuntime(t, &Services{Log: logTo(&logs)})
+	mustRun(t, rt, `shield.log.info("hello", { a = 1, b = "x" }); shield.log.warn(42)`)
+	out := logs.String()
+	for _, want := range []string{`level=INFO msg=hello a=1 b=x task=`, `level=WARN msg=42 task=`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("log lacks %q:\n%s", want, out)
+		}
+	}
+}
