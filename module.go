@@ -298,6 +298,12 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 		SlowTask: config.Millis(m.Config.Global.Runtime.SlowTask)})
 }
 
+// StateOptions are the lua.Options recommended for a Lua state given to
+// NewRuntime: lua.NewState(shieldglobal.StateOptions()). With them tasks may
+// recurse 10 000 levels deep (lua.NewState()'s default allows 256); either
+// way every task thread starts small (see docs/embedding.md).
+func StateOptions() lua.Options { return bindings.StateOptions() }
+
 // ErrModuleClosed is returned by NewRuntime once the module is closed.
 var ErrModuleClosed = errors.New("shield: module closed")
 

@@ -99,7 +99,7 @@ type specRun struct {
 type lateFailure struct{ test, text string }
 
 func (m *Module) runSpecFile(ctx context.Context, path string, out io.Writer, opts SpecOptions) SpecResult {
-	L := lua.NewState()
+	L := lua.NewState(StateOptions())
 	defer L.Close()
 	rt, err := m.NewRuntime(L)
 	if err != nil {

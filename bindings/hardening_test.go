@@ -181,12 +181,12 @@ func TestErrorObjectsAreReadable(t *testing.T) {
 	}
 }
 
-func heapInUse() uint64 {
+func heapInUse() uint64 { // live heap after two collections
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapInuse
+	return ms.HeapAlloc
 }
 
 // A burst of concurrent pcalls does not pin memory: idle pcall workers are
@@ -263,5 +263,29 @@ func TestLogWritesStructuredFields(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("log lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// Tasks parked in a blocking call stay small, with the host's default
+// lua.NewState() and with StateOptions (deep recursion): the default
+// gopher-lua thread took ~105 KB.
+func TestParkedTasksAreSmall(t *testing.T) {
+	for name, opts := range map[string]lua.Options{"lua.NewState()": {}, "StateOptions": StateOptions()} {
+		t.Run(name, func(t *testing.T) {
+			L := lua.NewState(opts)
+			defer L.Close()
+			rt, err := NewRuntime(L, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Close(0)
+			mustRun(t, rt, `shield.sleep(1)`)
+			before := heapInUse()
+			const n = 2000
+			mustRun(t, rt, `for i = 1, 2000 do shield.spawn(function() shield.sleep(600000) end) end shield.sleep(1)`)
+			if per := (int64(heapInUse()) - int64(before)) / n; per > 16<<10 {
+				t.Fatalf("%d bytes of Go heap per parked task", per)
+			}
+		})
 	}
 }

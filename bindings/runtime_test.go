@@ -13,7 +13,7 @@ import (
 // newTestRuntime starts a runtime with only the basics (no capability).
 func newTestRuntime(t *testing.T, svc *Services) *Runtime {
 	t.Helper()
-	L := lua.NewState()
+	L := lua.NewState(StateOptions())
 	rt, err := NewRuntime(L, svc)
 	if err != nil {
 		t.Fatal(err)

@@ -16,8 +16,8 @@ var taskIDs atomic.Int64
 // Task is a coroutine run by the loop: a script's main chunk, a callback or a
 // shield.spawn'ed function.
 type Task struct {
-	ID   int64
-	Name string
+	ID    int64
+	Name  string
 	co    *lua.LState
 	tb    string // traceback captured when the task raised
 	done  func(err error)
@@ -58,14 +58,14 @@ func (e *TaskError) Error() string {
 	return e.Message + "\n" + e.Traceback
 }
 
-// Thread sizes of tasks and of the coroutines scripts create. The host's
-// lua.NewState options do not apply: with gopher-lua's defaults every thread
-// would take ~105 KB (a 5 120-slot registry and a fixed 256-frame call
-// stack). These start small and grow on demand, and allow deep recursion.
+// Thread sizes of tasks and of the coroutines scripts create. Of the host's
+// lua.Options only CallStackSize (the deepest Lua recursion a task may
+// reach) carries over: with gopher-lua's other defaults every thread would
+// take ~105 KB (a 5 120-slot registry and a fixed call stack). Threads start
+// small and grow on demand. Each 1 024 frames of CallStackSize cost a task
+// 1 KB up front (gopher-lua sizes a table of stack segments by it); use
+// StateOptions for a state whose tasks may recurse 10 000 levels deep.
 const (
-	// ThreadCallStackSize bounds the Lua call depth of a task (frames; the
-	// frames themselves are allocated 8 at a time as the stack grows).
-	ThreadCallStackSize = 10240
 	// ThreadRegistrySize is the initial data stack of a thread (slots); it
 	// grows by threadRegistryGrowStep up to ThreadRegistryMaxSize.
 	ThreadRegistrySize     = 128
@@ -75,8 +75,18 @@ const (
 	maxSpareThreads = 256
 )
 
+// StateOptions are the lua.Options recommended for a Lua state given to a
+// Runtime (the shield CLI uses them): tasks may recurse 10 000 levels deep,
+// and the main state's own stacks grow on demand.
+func StateOptions() lua.Options {
+	return lua.Options{CallStackSize: 10240, RegistrySize: 1024, RegistryMaxSize: ThreadRegistryMaxSize,
+		RegistryGrowStep: threadRegistryGrowStep, MinimizeStackMemory: true}
+}
+
 func threadOptions(host lua.Options) lua.Options {
-	host.CallStackSize = max(host.CallStackSize, ThreadCallStackSize)
+	if host.CallStackSize < 64 {
+		host.CallStackSize = lua.CallStackSize
+	}
 	host.RegistrySize = ThreadRegistrySize
 	host.RegistryMaxSize = max(host.RegistryMaxSize, ThreadRegistryMaxSize)
 	host.RegistryGrowStep = threadRegistryGrowStep
@@ -236,6 +246,7 @@ func (rt *Runtime) InterruptGroup(g *Group) {
 		}
 	})
 }
+
 // OnTaskEnd registers fn to run on the loop when task t ends (normally, by
 // an error, or when the runtime closes), under key; ForgetTaskEnd(t, key)
 // drops it. Loop only.

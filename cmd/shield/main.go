@@ -112,7 +112,7 @@ func loadConfig(path string) (config.Config, error) {
 // Exit status: 0, or 1 when the main chunk or a spawned task raised, or a
 // task had to be interrupted.
 func runScript(mod *shieldglobal.Module, path string, scriptArgs []string, stderr io.Writer) int {
-	L := lua.NewState()
+	L := lua.NewState(shieldglobal.StateOptions())
 	defer L.Close()
 	rt, err := mod.NewRuntime(L)
 	if err != nil {

@@ -207,7 +207,7 @@ func main() {
 		L    func() *lua.LState
 	}{
 		{"`lua.NewState()` (the README's embedding)", func() *lua.LState { return lua.NewState() }},
-		{"the `shield` CLI's state", func() *lua.LState { return lua.NewState() }},
+		{"`lua.NewState(shieldglobal.StateOptions())` (the `shield` CLI's state: 10 000-level recursion)", func() *lua.LState { return lua.NewState(shieldglobal.StateOptions()) }},
 	} {
 		heap, spawn := parked(mem, st.L(), *flagParked)
 		fmt.Printf("| %s | %.1f KB | %.1f µs |\n", st.name, heap/1024, spawn/1e3)
