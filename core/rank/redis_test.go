@@ -198,3 +198,36 @@ func TestRedisArchiveDecode(t *testing.T) {
 		}
 	}
 }
+
+// Both backends write the same archive bytes (the format in json.go), for
+// scores that need every digit and uids that need escapes.
+func TestRedisArchiveBytesMatchMemory(t *testing.T) {
+	ctx := t.Context()
+	c := testredis.Standalone(t)
+	prefix := testredis.Prefix(t)
+	scores := map[string]float64{
+		"int": 1 << 53, "neg": -(1 << 53), "tenth": 0.1, "third": 1.0 / 3, "big": 1 << 60, "huge": 1.7976931348623157e308,
+		"tiny": 5e-324, "e": 2.718281828459045, `q"\`: 1e-7, "ctl\x00\x01\x1f\x7f": 123.456, "utf8 é ✓": -0.5, "slash/": 42,
+	}
+	var data [2]string
+	for i, b := range []Backend{NewMemory(nil), NewRedis(c, prefix)} {
+		bd := board(t, b, "bytes", Options{})
+		do(t, bd.MUpdate(scores))
+		do(t, bd.ArchiveAndClear("20250101", 100, time.Hour))
+		if i == 0 {
+			data[0] = b.(*Memory).boards["bytes"].archives["20250101"].data
+			continue
+		}
+		var err error
+		if data[1], err = c.HGet(ctx, store.Keys{Prefix: prefix}.RankArchive("bytes", "20250101"), "data").Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if data[0] != data[1] {
+		t.Fatalf("archives differ:\nmemory %s\nredis  %s", data[0], data[1])
+	}
+	var parsed []any
+	if err := json.Unmarshal([]byte(data[1]), &parsed); err != nil || len(parsed) != len(scores) {
+		t.Fatalf("archive is not valid JSON of %d entries: %v", len(scores), err)
+	}
+}
