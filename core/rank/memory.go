@@ -1,7 +1,6 @@
 package rank
 
 import (
-	"slices"
 	"sync"
 	"time"
 
@@ -11,8 +10,9 @@ import (
 // Memory is an in-process Backend with the same semantics as Redis (the
 // conformance suite runs on both): the same tie contract, versions,
 // MaxMembers rule, archive format and reset idempotence. Each board is an
-// order-statistic skip list (rank and rank lookups in O(log n)) plus a map
-// from uid to node, guarded by the board's read-write mutex, so
+// order-statistic B+tree (btree.go: rank, rank lookups and updates in
+// O(log n), reading a few cache lines per level) plus a map from uid to
+// entry, guarded by the board's read-write mutex, so
 // operations on different boards never contend and reads of one board run
 // in parallel. Its operations are store.Local: they run when the Op runs,
 // on the caller's goroutine, and never wait on I/O. It starts no goroutine.
@@ -38,8 +38,8 @@ func NewMemory(now func() time.Time) *Memory {
 
 type memBoard struct {
 	mu       sync.RWMutex
-	list     *skiplist
-	nodes    map[string]*node
+	list     *tree
+	nodes    map[string]*item
 	ties     Ties // the policy of the members on the board
 	version  int64
 	seq      uint64 // last reach sequence number given
@@ -62,7 +62,7 @@ func (m *Memory) Board(name string, o Options) (Board, error) {
 	m.mu.Lock()
 	b := m.boards[name]
 	if b == nil {
-		b = &memBoard{list: newSkiplist(o.Ties == TiesUID), nodes: make(map[string]*node), ties: o.Ties, archives: make(map[string]memArchive)}
+		b = &memBoard{list: newTree(o.Ties == TiesUID), nodes: make(map[string]*item), ties: o.Ties, archives: make(map[string]memArchive)}
 		m.boards[name] = b
 	}
 	m.mu.Unlock()
@@ -112,14 +112,14 @@ func (b *memBoard) adopt(op, name string, t Ties) error {
 		return invalid(op, name, "the board orders ties by %v, this handle by %v", b.ties, t)
 	}
 	b.ties = t
-	b.list = newSkiplist(t == TiesUID)
+	b.list = newTree(t == TiesUID)
 	return nil
 }
 
 // rescore gives n a new score (and, under TiesReach, a new reach).
-func (b *memBoard) rescore(n *node, score float64) {
+func (b *memBoard) rescore(it *item, score float64) {
 	b.seq++
-	b.list.move(n, score, b.seq)
+	b.list.move(it, key{score, b.seq})
 }
 
 // admit reports whether a newcomer with score ranks before the last
@@ -128,18 +128,18 @@ func (b *memBoard) admit(uid string, score float64, max int) bool {
 	if max <= 0 || b.list.length < max {
 		return true
 	}
-	k := node{uid: uid, score: score, seq: b.seq + 1}
-	return b.list.before(&k, b.list.tail)
+	last := b.list.last()
+	return b.list.before(key{score, b.seq + 1}, uid, last.key, last.uid)
 }
 
 // add inserts a newcomer and evicts from the bottom down to max.
 func (b *memBoard) add(uid string, score float64, max int) {
 	b.seq++
-	n := b.list.newNode(uid, score, b.seq)
-	b.list.insert(n)
-	b.nodes[uid] = n
+	it := &item{uid: uid, key: key{score, b.seq}}
+	b.list.insert(it)
+	b.nodes[uid] = it
 	for max > 0 && b.list.length > max {
-		last := b.list.tail
+		last := b.list.last()
 		b.list.remove(last)
 		delete(b.nodes, last.uid)
 	}
@@ -255,8 +255,8 @@ func (h *memHandle) Clear() *store.Op[Written] {
 func (b *memBoard) clear() int {
 	n := b.list.length
 	if n > 0 {
-		b.list = newSkiplist(b.ties == TiesUID)
-		b.nodes = make(map[string]*node)
+		b.list = newTree(b.ties == TiesUID)
+		b.nodes = make(map[string]*item)
 	}
 	return n
 }
@@ -282,14 +282,18 @@ func (h *memHandle) Swap(a, b string, expect *Expect) *store.Op[Swapped] {
 		s := Swapped{ScoreA: nb.score, ScoreB: na.score, Changed: true}
 		switch {
 		case bd.ties == TiesReach:
-			// The nodes keep their places and keys; the uids change
+			// The entries keep their places and keys; the uids change
 			// places.
 			na.uid, nb.uid = nb.uid, na.uid
 			bd.nodes[a], bd.nodes[b] = nb, na
 		case na.score == nb.score:
 			s.Changed = false
 		default:
-			bd.list.exchangeScores(na, nb)
+			bd.list.remove(na)
+			bd.list.remove(nb)
+			na.score, nb.score = nb.score, na.score
+			bd.list.insert(na)
+			bd.list.insert(nb)
 		}
 		s.Version = bd.bump(s.Changed)
 		return s, nil
@@ -343,7 +347,11 @@ func (b *memBoard) rangeOf(start, stop int) []Entry {
 		return []Entry{}
 	}
 	stop = min(stop, b.list.length)
-	return collect(make([]Entry, 0, stop-start+1), b.list.at(start), start, stop-start+1, nil)
+	out := make([]Entry, 0, stop-start+1)
+	for c, r := b.list.at(start), start; r <= stop; c, r = c.next(), r+1 {
+		out = append(out, c.entry(r))
+	}
+	return out
 }
 
 // RangeByScore returns the entries with min <= score <= max. Errors:
@@ -354,8 +362,11 @@ func (h *memHandle) RangeByScore(min, max float64) *store.Op[[]Entry] {
 	}
 	limit := h.o.rangeLimit()
 	return read(h, func(b *memBoard) []Entry {
-		n, r := b.list.firstAtMost(max)
-		return collect([]Entry{}, n, r, limit, func(n *node) bool { return n.score >= min })
+		out := []Entry{}
+		for c, r := b.list.firstAtMost(max); c.valid() && c.item().score >= min && len(out) < limit; c, r = c.next(), r+1 {
+			out = append(out, c.entry(r))
+		}
+		return out
 	})
 }
 
@@ -372,14 +383,18 @@ func (h *memHandle) Around(uid string, n int) *store.Op[Around] {
 		if t == nil {
 			return Around{}
 		}
-		r := b.list.rank(t)
+		r, at := b.list.rank(t), b.list.cursorOf(t)
 		a := Around{Target: Entry{UID: t.uid, Score: t.score, Rank: r}, Found: true}
-		a.Above = make([]Entry, 0, min(n, r-1))
-		for p, i := t.prev, 1; p != nil && i <= n; p, i = p.prev, i+1 {
-			a.Above = append(a.Above, Entry{UID: p.uid, Score: p.score, Rank: r - i})
+		a.Above = make([]Entry, min(n, r-1))
+		c := at
+		for i := len(a.Above) - 1; i >= 0; i-- {
+			c = c.prev()
+			a.Above[i] = c.entry(r - len(a.Above) + i)
 		}
-		slices.Reverse(a.Above)
-		a.Below = collect(make([]Entry, 0, min(n, b.list.length-r)), t.level[0].next, r+1, n, nil)
+		a.Below = make([]Entry, 0, min(n, b.list.length-r))
+		for c, i := at.next(), 1; i <= n && c.valid(); c, i = c.next(), i+1 {
+			a.Below = append(a.Below, c.entry(r+i))
+		}
 		return a
 	})
 }

@@ -99,7 +99,11 @@ func checkAgainstNaive(t *testing.T, ops []byte) {
 	o := Options{MaxMembers: int(ops[0] % 12), Ties: Ties(ops[1] % 2)}
 	bd := board(t, NewMemory(nil), "f", o)
 	m := &naive{byUID: o.Ties == TiesUID, max: o.MaxMembers}
-	uid := func(b byte) string { return string(rune('a' + b%16)) }
+	space := byte(16) // small boards, or ones that split leaves
+	if ops[1]&2 != 0 {
+		space = 250
+	}
+	uid := func(b byte) string { return string(rune('a' + b%space)) }
 	score := func(b byte) float64 { return float64(int(b%8) - 2) }
 	for ops = ops[2:]; len(ops) >= 3; ops = ops[3:] {
 		a, x := ops[1], ops[2]
@@ -136,6 +140,7 @@ func checkAgainstNaive(t *testing.T, ops []byte) {
 				m.members = nil
 			}
 		}
+		checkTree(t, bd.(*memHandle).b.list)
 		want := m.entries()
 		wantEntries(t, "Top", do(t, bd.Top(100)), want...)
 		for i, w := range want {
@@ -179,41 +184,158 @@ func TestMemoryAgainstNaive(t *testing.T) {
 	}
 }
 
-// The skip list keeps its spans right through many inserts, moves and
-// removals (rank and at agree with the level-0 order).
-func TestSkiplistSpans(t *testing.T) {
-	s := newSkiplist(false)
-	rng := rand.New(rand.NewPCG(3, 4))
-	var nodes []*node
-	seq := uint64(0)
-	for i := range 5000 {
-		switch r := rng.IntN(10); {
-		case r < 5 || len(nodes) == 0:
-			seq++
-			n := s.newNode(string(binary.BigEndian.AppendUint32(nil, uint32(i))), float64(rng.IntN(100)), seq)
-			s.insert(n)
-			nodes = append(nodes, n)
-		case r < 8:
-			seq++
-			s.move(nodes[rng.IntN(len(nodes))], float64(rng.IntN(100)), seq)
-		default:
-			j := rng.IntN(len(nodes))
-			s.remove(nodes[j])
-			nodes = slices.Delete(nodes, j, j+1)
+// checkTree verifies every invariant of the B+tree: counts, separator
+// bounds, parent and leaf pointers, the leaf chain, fill levels.
+func checkTree(t *testing.T, tr *tree) {
+	t.Helper()
+	var leaves []*leaf
+	var walk func(in *inner, depth int, lo, hi *bound) int
+	depth := -1
+	walk = func(in *inner, d int, lo, hi *bound) int {
+		if in.n < 1 || in.n >= fan || (in != tr.root && in.n < minFill) {
+			t.Fatalf("inner node with %d children (root %v)", in.n, in == tr.root)
+		}
+		total := 0
+		for i := range in.n {
+			clo, chi := lo, hi
+			if i > 0 {
+				clo = &in.sep[i-1]
+			}
+			if i < in.n-1 {
+				chi = &in.sep[i]
+			}
+			var n int
+			if in.leafKids {
+				l := in.leaves[i]
+				if l.parent != in || in.inners[i] != nil {
+					t.Fatal("leaf parent pointer")
+				}
+				if depth < 0 {
+					depth = d
+				} else if depth != d {
+					t.Fatal("leaves at different depths")
+				}
+				if l.n >= fan || (tr.length > 0 && l.n == 0) || (!(in == tr.root && in.n == 1) && l.n < minFill) {
+					t.Fatalf("leaf with %d entries", l.n)
+				}
+				for j := range l.n {
+					it := l.items[j]
+					if it.leaf != l || it.key != l.keys[j] {
+						t.Fatal("item leaf pointer or key copy")
+					}
+					if clo != nil && !tr.before(clo.key, clo.uid, it.key, it.uid) {
+						t.Fatalf("entry %v does not rank after its lower bound %v", it.key, *clo)
+					}
+					if chi != nil && tr.before(chi.key, chi.uid, it.key, it.uid) {
+						t.Fatalf("entry %v ranks after its upper bound %v", it.key, *chi)
+					}
+					if j > 0 && !tr.before(l.keys[j-1], l.items[j-1].uid, it.key, it.uid) {
+						t.Fatal("leaf out of order")
+					}
+				}
+				leaves = append(leaves, l)
+				n = l.n
+			} else {
+				c := in.inners[i]
+				if c.parent != in || in.leaves[i] != nil {
+					t.Fatal("inner parent pointer")
+				}
+				n = walk(c, d+1, clo, chi)
+			}
+			if in.count[i] != n {
+				t.Fatalf("count %d; the child holds %d", in.count[i], n)
+			}
+			total += n
+		}
+		return total
+	}
+	if tr.root.parent != nil {
+		t.Fatal("root has a parent")
+	}
+	if n := walk(tr.root, 0, nil, nil); n != tr.length {
+		t.Fatalf("tree holds %d; length %d", n, tr.length)
+	}
+	for i, l := range leaves {
+		if (i > 0 && l.prev != leaves[i-1]) || (i == 0 && l.prev != nil) ||
+			(i < len(leaves)-1 && l.next != leaves[i+1]) || (i == len(leaves)-1 && l.next != nil) {
+			t.Fatal("leaf chain")
 		}
 	}
-	r := 0
-	for n := s.head.level[0].next; n != nil; n = n.level[0].next {
-		r++
-		if s.rank(n) != r || s.at(r) != n {
-			t.Fatalf("rank %d: rank() %d, at() %p want %p", r, s.rank(n), s.at(r), n)
+}
+
+// Random inserts, moves and removals, in and out of order, at sizes that
+// split and merge every level; ranks, at and the invariants hold throughout.
+func TestTreeInvariants(t *testing.T) {
+	for _, byUID := range []bool{false, true} {
+		tr := newTree(byUID)
+		rng := rand.New(rand.NewPCG(3, 4))
+		var items []*item
+		seq := uint64(0)
+		for i := range 60000 {
+			grow := i < 30000 || i > 50000
+			switch r := rng.IntN(10); {
+			case len(items) == 0 || (grow && r < 6) || (!grow && r < 2):
+				seq++
+				it := &item{uid: string(binary.BigEndian.AppendUint32(nil, uint32(i))), key: key{float64(rng.IntN(300)), seq}}
+				tr.insert(it)
+				items = append(items, it)
+			case r < 7:
+				seq++
+				tr.move(items[rng.IntN(len(items))], key{float64(rng.IntN(300)), seq})
+			default:
+				j := rng.IntN(len(items))
+				tr.remove(items[j])
+				items[j] = items[len(items)-1]
+				items = items[:len(items)-1]
+			}
+			if i%5000 == 0 || i == 59999 {
+				checkTree(t, tr)
+			}
 		}
-		if n.prev != nil && !s.before(n.prev, n) {
-			t.Fatalf("rank %d out of order", r)
+		checkTree(t, tr)
+		r := 0
+		for c := tr.at(1); c.valid(); c = c.next() {
+			r++
+			if tr.rank(c.item()) != r || tr.at(r).item() != c.item() {
+				t.Fatalf("rank %d: rank() %d", r, tr.rank(c.item()))
+			}
 		}
-	}
-	if r != s.length || r != len(nodes) {
-		t.Fatalf("walked %d nodes; length %d; want %d", r, s.length, len(nodes))
+		if r != len(items) {
+			t.Fatalf("walked %d of %d", r, len(items))
+		}
+		// Grow to four levels, then shrink from one end (borrowing and
+		// merging inner nodes), then randomly.
+		for i := range 150000 {
+			seq++
+			it := &item{uid: string(binary.BigEndian.AppendUint32(nil, uint32(100000+i))), key: key{float64(i), seq}}
+			tr.insert(it)
+			items = append(items, it)
+		}
+		checkTree(t, tr)
+		slices.SortFunc(items, func(a, b *item) int { return tr.rank(a) - tr.rank(b) })
+		for i, it := range items[:60000] {
+			tr.remove(it)
+			if i%10000 == 0 {
+				checkTree(t, tr)
+			}
+		}
+		items = items[60000:]
+		rng.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
+		for i, it := range items[:len(items)-100] {
+			tr.remove(it)
+			if i%10000 == 0 {
+				checkTree(t, tr)
+			}
+		}
+		items = items[len(items)-100:]
+		checkTree(t, tr)
+		// Empty it completely, then reuse it.
+		for _, it := range items {
+			tr.remove(it)
+		}
+		checkTree(t, tr)
+		tr.insert(&item{uid: "x", key: key{1, seq + 1}})
+		checkTree(t, tr)
 	}
 }
 
