@@ -670,6 +670,16 @@ func runConformance(t *testing.T, h harness) {
 		if do(t, bd.Position(want[299].UID)) != 300 {
 			t.Fatal("Position of the last")
 		}
+		// Huge counts and ranks are clipped to the board.
+		wantEntries(t, "Top(MaxInt)", do(t, bd.Top(math.MaxInt)), want...)
+		wantEntries(t, "Range(298, MaxInt)", do(t, bd.Range(298, math.MaxInt)), want[297:]...)
+		wantEntries(t, "Range(MaxInt, MaxInt)", do(t, bd.Range(math.MaxInt, math.MaxInt)))
+		if s := do(t, bd.Snapshot(math.MaxInt-1, math.MaxInt)); len(s.Entries) != 0 || s.Count != 300 {
+			t.Fatalf("Snapshot past the end = %+v", s)
+		}
+		a = do(t, bd.Around(want[5].UID, math.MaxInt))
+		wantEntries(t, "Around(MaxInt).Above", a.Above, want[:5]...)
+		wantEntries(t, "Around(MaxInt).Below", a.Below, want[6:]...)
 	})
 }
 

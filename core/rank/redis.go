@@ -359,7 +359,7 @@ func (b *redisBoard) Around(uid string, n int) *store.Op[Around] {
 			return Around{}, fmt.Errorf("%s: %w: target rank %d outside the %d entries read from %d", b.what("around"), store.ErrReply, target, len(all), first)
 		}
 		return Around{Above: all[:i:i], Target: all[i], Below: all[i+1:], Found: true}, nil
-	}, uid, n)
+	}, uid, min(n, 1<<40)) // Lua adds it to a rank as a double
 }
 
 // Count returns the number of members (ZCARD).

@@ -7,7 +7,7 @@
 -- Returns  {changed 0|1, ranked 0|1, score, existed 0|1, previous, version}
 --          like update.lua, or the errors RANKTIES and RANKOVERFLOW (the
 --          sum is infinite; nothing changed).
-local conflict = ties_conflict()
+local conflict = load_meta()
 if conflict then return conflict end
 local uid, delta = ARGV[3], tonumber(ARGV[4])
 local old, prev = member_of(uid), 0

@@ -15,13 +15,15 @@
 -- a member is the uid.
 --
 -- Lua string comparison uses strcoll (the server's locale), so uids are
--- compared with bytes_after, never with < or >.
+-- compared with bytes_after, never with < or >. Numbers are doubles: the
+-- counters stay exact below 2^53.
 local zkey, hkey, mkey = KEYS[1], KEYS[2], KEYS[3]
 local ties = ARGV[1]
 local reach = ties == 'reach'
 local SEQ_TOP = 999999999999999
-local seq        -- the reach counter, loaded on first use
-local ties_seen  -- the meta ties field, read by ties_conflict
+-- The meta fields, read once by load_meta (every write script calls it
+-- first) and written back once by finish.
+local meta_ties, seq, version
 
 -- member_of returns uid's zset member, or nil when uid is not on the board.
 local function member_of(uid)
@@ -48,12 +50,13 @@ local function bytes_after(a, b)
 	return #a > #b
 end
 
--- ties_conflict returns an error reply when the board holds members
--- written under another tie policy (every write script calls it first).
-local function ties_conflict()
-	ties_seen = redis.call('HGET', mkey, 'ties')
-	if ties_seen and ties_seen ~= ties and redis.call('ZCARD', zkey) > 0 then
-		return redis.error_reply('RANKTIES the board orders ties by ' .. ties_seen .. ', this handle by ' .. ties)
+-- load_meta reads the meta hash and returns an error reply when the board
+-- holds members written under another tie policy, else nil.
+local function load_meta()
+	local m = redis.call('HMGET', mkey, 'ties', 'seq', 'version')
+	meta_ties, seq, version = m[1], tonumber(m[2] or '0'), tonumber(m[3] or '0')
+	if meta_ties and meta_ties ~= ties and redis.call('ZCARD', zkey) > 0 then
+		return redis.error_reply('RANKTIES the board orders ties by ' .. meta_ties .. ', this handle by ' .. ties)
 	end
 	return nil
 end
@@ -61,7 +64,6 @@ end
 -- next_member returns uid's member for a new score (a new reach).
 local function next_member(uid)
 	if not reach then return uid end
-	if not seq then seq = tonumber(redis.call('HGET', mkey, 'seq') or '0') end
 	seq = seq + 1
 	if seq > SEQ_TOP then error('rank: the reach sequence of the board is exhausted') end
 	return string.format('%015d', SEQ_TOP - seq) .. uid
@@ -119,12 +121,18 @@ local function update(uid, score, mode, max)
 	return true, true, score, false, 0
 end
 
--- finish records a write and returns the board version after it.
+-- finish records a write (in the meta hash, when it changed the board)
+-- and returns the board version after it.
 local function finish(changed)
-	if not changed then return tonumber(redis.call('HGET', mkey, 'version') or '0') end
-	if seq then redis.call('HSET', mkey, 'seq', string.format('%.0f', seq)) end
-	if ties_seen ~= ties then redis.call('HSET', mkey, 'ties', ties) end
-	return redis.call('HINCRBY', mkey, 'version', 1)
+	if not changed then return version end
+	version = version + 1
+	local v = string.format('%.0f', version)
+	if meta_ties == ties then
+		redis.call('HSET', mkey, 'seq', string.format('%.0f', seq), 'version', v)
+	else
+		redis.call('HSET', mkey, 'seq', string.format('%.0f', seq), 'version', v, 'ties', ties)
+	end
+	return version
 end
 
 -- fmtnum is the exact decimal text of x: integers up to 2^53 in plain

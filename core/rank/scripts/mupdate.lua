@@ -5,7 +5,7 @@
 -- ARGV[2]  max members (0: unlimited)
 -- ARGV[3], ARGV[4], ...  uid, score pairs
 -- Returns  {members changed, version}, or the error RANKTIES.
-local conflict = ties_conflict()
+local conflict = load_meta()
 if conflict then return conflict end
 local max, n = tonumber(ARGV[2]), 0
 for i = 3, #ARGV, 2 do

@@ -3,7 +3,7 @@
 -- KEYS[1..3], ARGV[1]  see lib.lua
 -- ARGV[2]  uid
 -- Returns  {removed 0|1, version}, or the error RANKTIES.
-local conflict = ties_conflict()
+local conflict = load_meta()
 if conflict then return conflict end
 local m = member_of(ARGV[2])
 if m then

@@ -9,7 +9,7 @@
 --          error RANKTIES. Not done (nothing touched) when the board was
 --          reset for this date or a later one (meta field reset; dates
 --          compare as strings) or the archive exists.
-local conflict = ties_conflict()
+local conflict = load_meta()
 if conflict then return conflict end
 local date, top = ARGV[2], tonumber(ARGV[3])
 local last = redis.call('HGET', mkey, 'reset')

@@ -11,12 +11,18 @@
 -- Returns  {1, new score of a, new score of b, changed 0|1, version},
 --          {-1} when a or b is not on the board, {-2} when a score is not
 --          the expected one, or the error RANKTIES.
-local conflict = ties_conflict()
+local conflict = load_meta()
 if conflict then return conflict end
 local a, b = ARGV[2], ARGV[3]
-local ma, mb = member_of(a), member_of(b)
-if not ma or not mb then return {-1} end
-local sa, sb = redis.call('ZSCORE', zkey, ma), redis.call('ZSCORE', zkey, mb)
+local ma, mb = a, b
+if reach then
+	local m = redis.call('HMGET', hkey, a, b)
+	ma, mb = m[1], m[2]
+	if not ma or not mb then return {-1} end
+end
+local s = redis.call('ZMSCORE', zkey, ma, mb)
+local sa, sb = s[1], s[2]
+if not sa or not sb then return {-1} end
 if ARGV[4] == '1' and (tonumber(sa) ~= tonumber(ARGV[5]) or tonumber(sb) ~= tonumber(ARGV[6])) then
 	return {-2}
 end

@@ -8,7 +8,7 @@
 -- ARGV[5]  score (finite)
 -- Returns  {changed 0|1, ranked 0|1, score, existed 0|1, previous, version}
 --          (scores as exact decimal text), or the error RANKTIES.
-local conflict = ties_conflict()
+local conflict = load_meta()
 if conflict then return conflict end
 local changed, ranked, score, existed, prev = update(ARGV[4], tonumber(ARGV[5]), ARGV[3], tonumber(ARGV[2]))
 local version = finish(changed)
