@@ -17,8 +17,11 @@ import (
 type harness struct {
 	// backend returns a backend with its own empty key space.
 	backend func(t *testing.T) Backend
-	// advance lets time pass for archive TTLs (the memory clock; Redis
-	// reads PTTL instead and this is nil).
+	// archiveTTL returns the remaining time to live of the archive of
+	// board name for date (Redis: PTTL of its key).
+	archiveTTL func(t *testing.T, b Backend, name, date string) time.Duration
+	// advance lets time pass for archive TTLs: the memory clock; nil on
+	// Redis, where the suite only reads the TTL (it does not sleep).
 	advance func(d time.Duration)
 }
 
@@ -571,13 +574,16 @@ func runConformance(t *testing.T, h harness) {
 	})
 
 	t.Run("ArchiveExpires", func(t *testing.T) {
-		if h.advance == nil {
-			t.Log("Redis: the archive TTL is checked with PTTL in TestRedisKeyLayout")
-			return
-		}
-		bd := open(t, Options{})
+		b := h.backend(t)
+		bd := board(t, b, "ttl", Options{})
 		do(t, bd.Update("a", 1, ModeSet))
 		do(t, bd.ArchiveAndClear("20250101", 10, time.Minute))
+		if ttl := h.archiveTTL(t, b, "ttl", "20250101"); ttl <= 50*time.Second || ttl > time.Minute {
+			t.Fatalf("archive TTL %v; want about 1m", ttl)
+		}
+		if h.advance == nil {
+			return
+		}
 		h.advance(time.Minute - time.Millisecond)
 		if a := do(t, bd.Archive("20250101")); !a.Found {
 			t.Fatal("archive expired early")
@@ -692,5 +698,11 @@ func TestMemory(t *testing.T) {
 			return NewMemory(clock.Now)
 		},
 		advance: func(d time.Duration) { clock.Advance(d) },
+		archiveTTL: func(t *testing.T, b Backend, name, date string) time.Duration {
+			bd := b.(*Memory).boards[name]
+			bd.mu.RLock()
+			defer bd.mu.RUnlock()
+			return bd.archives[date].expires.Sub(clock.Now())
+		},
 	})
 }

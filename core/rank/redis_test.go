@@ -19,9 +19,16 @@ import (
 func TestRedis(t *testing.T) {
 	for name, c := range testredis.Backends(t) {
 		t.Run(name, func(t *testing.T) {
-			runConformance(t, harness{backend: func(t *testing.T) Backend {
-				return NewRedis(c, testredis.Prefix(t))
-			}})
+			runConformance(t, harness{
+				backend: func(t *testing.T) Backend { return NewRedis(c, testredis.Prefix(t)) },
+				archiveTTL: func(t *testing.T, b Backend, name, date string) time.Duration {
+					ttl, err := c.PTTL(t.Context(), b.(*Redis).keys.RankArchive(name, date)).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					return ttl
+				},
+			})
 		})
 	}
 }
