@@ -253,3 +253,46 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// The same two from 32 goroutines (b.SetParallelism(16) on 2 CPUs): the
+// ratio to read on shared machines, where one-caller round trips are
+// bimodal. Each op is still one EVALSHA; go-redis spreads them over its
+// pool.
+func BenchmarkRedisSwapParallel(b *testing.B) {
+	bd, pairs := swapBoard(b)
+	ctx := context.Background()
+	b.SetParallelism(16)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			p := pairs[i%len(pairs)]
+			if _, err := bd.Swap(p[0], p[1], nil).Do(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkRawEvalShaSwapParallel(b *testing.B) {
+	bd, pairs := swapBoard(b)
+	rb := bd.(*redisBoard)
+	c := redisClient(b)
+	ctx := context.Background()
+	if err := c.ScriptLoad(ctx, libSrc+"\n"+swapSrc).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.SetParallelism(16)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			p := pairs[i%len(pairs)]
+			if err := c.EvalSha(ctx, swapScript.Hash(), rb.keys, rb.ties, p[0], p[1], "0", "0", "0").Err(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
