@@ -114,7 +114,11 @@ func (rt *Runtime) spawn(L *lua.LState) int {
 	if t := rt.running; t != nil {
 		g = t.group
 	}
-	rt.postLocal(func() { rt.SpawnIn(g, "spawn", fn, args, nil) })
+	rt.starting++ // a task from now on, for Wait and Close
+	rt.postLocal(func() {
+		rt.starting--
+		rt.SpawnIn(g, "spawn", fn, args, nil)
+	})
 	return 0
 }
 

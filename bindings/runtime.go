@@ -20,25 +20,27 @@ import (
 // ErrClosed is returned by Do, RunFile and RunString once the runtime is closing.
 var ErrClosed = errors.New("shield: runtime closed")
 
-// Runtime owns one *lua.LState. Exactly one goroutine, the loop, ever touches
-// the state: everything else (Redis replies, timers, pub/sub messages) posts
-// work to it. Scripts run as tasks: coroutines the loop starts and resumes.
+// Runtime owns one *lua.LState. Only the loop touches the state — a role one
+// goroutine at a time holds (see loop.go) — and everything else (Redis
+// replies, timers, pub/sub messages) posts work to it. Scripts run as tasks:
+// coroutines the loop starts and resumes.
 type Runtime struct {
 	L   *lua.LState
 	svc *Services
 	log *slog.Logger
 
-	mu      sync.Mutex
-	queue   []func()
-	wake    chan struct{}
-	closing bool
-	stopped bool // the loop ended: Post drops work
+	mu       sync.Mutex
+	queue    []func()
+	spare    []func()
+	owned    bool // a goroutine holds the loop role (see loop.go)
+	closing  bool
+	stopped  bool // Close ended the runtime: Post drops work, nobody takes the loop again
+	stopOnce sync.Once
 
 	ctx    context.Context // cancelled when the runtime stops; in-flight work sees it
 	cancel context.CancelFunc
-	stop   chan struct{} // closed to end the loop
 	jobs   chan func()   // hands work to an idle worker
-	done   chan struct{} // closed when the loop has ended
+	done   chan struct{} // closed when the loop has stopped for good
 
 	vm          *vmContext
 	mon         monitor
@@ -48,6 +50,7 @@ type Runtime struct {
 	local        []func()              // posted by the loop itself, for the next turn
 	batch        []batchItem           // Redis operations of this turn
 	inflight     int                   // batches being sent
+	starting     int                   // tasks shield.spawn queued for the next turn
 	threads      map[*lua.LState]*Task // every task thread; nil = idle in the pool
 	spareThreads []*lua.LState
 	threadOpts   lua.Options
@@ -86,8 +89,7 @@ func NewRuntime(L *lua.LState, svc *Services) (*Runtime, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	rt := &Runtime{
 		L: L, svc: svc, log: log,
-		wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
-		stop: make(chan struct{}), done: make(chan struct{}), jobs: make(chan func()),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), jobs: make(chan func()),
 		threads: map[*lua.LState]*Task{}, parked: map[*lua.LState]*op{}, owners: map[*lua.LState]*lua.LState{}, closers: map[int]func(){},
 		threadOpts: threadOptions(L.Options),
 	}
@@ -97,7 +99,6 @@ func NewRuntime(L *lua.LState, svc *Services) (*Runtime, error) {
 		cancel()
 		return nil, err
 	}
-	go rt.loop()
 	go rt.watch(rt.done)
 	return rt, nil
 }
@@ -317,8 +318,11 @@ func (rt *Runtime) Close(grace time.Duration) {
 	rt.cancel()
 	rt.mu.Lock()
 	rt.stopped = true
+	idleNow := !rt.owned // else the holder closes done when it lets go
 	rt.mu.Unlock()
-	close(rt.stop)
+	if idleNow {
+		rt.stopOnce.Do(func() { close(rt.done) })
+	}
 	select {
 	case <-rt.done:
 	case <-time.After(killWait):
