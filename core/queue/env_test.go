@@ -34,7 +34,7 @@ type env struct {
 // testOptions are small limits for tests.
 func testOptions() Options {
 	o := DefaultOptions(config.Queue{
-		Defaults: config.QueueDefaults{MaxLength: 1000, MessageTTL: 0, MaxRetries: 2, RetryDelay: 0, VisibilityTimeout: 60000},
+		Defaults:   config.QueueDefaults{MaxLength: 1000, MessageTTL: 0, MaxRetries: 2, RetryDelay: 0, VisibilityTimeout: 60000},
 		DeadLetter: config.DeadLetter{Enabled: true, MaxLength: 100, TTL: 0},
 	})
 	return o
@@ -151,4 +151,8 @@ func quiet[T any](t *testing.T, ch <-chan T, d time.Duration) {
 		t.Fatalf("unexpected result %+v", v)
 	case <-time.After(d):
 	}
+}
+
+func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
 }
