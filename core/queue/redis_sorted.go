@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,6 +23,7 @@ type redisSorted struct {
 
 	key, meta, flag, consumers, channel string
 	n                                   *notifier[Message]
+	seen                                seenGate
 }
 
 func newRedisSorted(r *Redis, kind Kind, name string, o Options) *redisSorted {
@@ -91,7 +93,7 @@ func (s *redisSorted) popCmd(n int, wait bool) (*store.ScriptCmd, func() (popRes
 	what := "queue: pop " + strconv.Quote(s.name)
 	if s.kind == KindPlain {
 		cmd := listPopScript.Cmd([]string{s.key, s.meta, s.flag, s.consumers},
-			n, millis(s.o.MessageTTL), flagTTL, s.r.consumer)
+			n, millis(s.o.MessageTTL), flagTTL, s.seen.consumer(s.r.consumer))
 		return cmd, func() (popResult[Message], error) {
 			if err := cmd.Err(); err != nil {
 				return popResult[Message]{}, scriptErr("pop", s.name, err)
@@ -110,7 +112,7 @@ func (s *redisSorted) popCmd(n int, wait bool) (*store.ScriptCmd, func() (popRes
 		}
 	}
 	cmd := zsetPopScript.Cmd([]string{s.key, s.meta, s.flag, s.consumers},
-		s.kind.String(), n, millis(s.o.MessageTTL), flagTTL, s.r.consumer)
+		s.kind.String(), n, millis(s.o.MessageTTL), flagTTL, s.seen.consumer(s.r.consumer))
 	return cmd, func() (popResult[Message], error) {
 		if err := cmd.Err(); err != nil {
 			return popResult[Message]{}, scriptErr("pop", s.name, err)
@@ -321,4 +323,23 @@ func formatScore(p float64) string {
 		return "-inf"
 	}
 	return strconv.FormatFloat(p, 'g', -1, 64)
+}
+
+// seenGate lets a queue record its consumer in the consumers set about once
+// a second instead of on every pop.
+type seenGate struct{ next atomic.Int64 }
+
+// due reports whether this pop should record the consumer.
+func (g *seenGate) due() bool {
+	now := time.Now().UnixNano()
+	n := g.next.Load()
+	return now >= n && g.next.CompareAndSwap(n, now+int64(time.Second))
+}
+
+// consumer is consumer when due, else "".
+func (g *seenGate) consumer(consumer string) string {
+	if g.due() {
+		return consumer
+	}
+	return ""
 }

@@ -85,7 +85,10 @@ func (s *redisStream) receiver(group string) *redisReceiver {
 	if s.kind == KindBroadcast {
 		rc.label = s.name + "/" + group
 	}
-	rc.n = newNotifier(rc.label, s.r.bus, s.r.channel(s.name), s.r.t, s.r.t.streamRecheck, &s.r.wg,
+	// Idle waiters re-pop often enough to reclaim a silent consumer's
+	// messages soon after their visibility timeout.
+	recheck := min(max(s.o.VisibilityTimeout/4, 50*time.Millisecond), s.r.t.streamRecheck)
+	rc.n = newNotifier(rc.label, s.r.bus, s.r.channel(s.name), s.r.t, recheck, &s.r.wg,
 		func(ctx context.Context, n int, wait bool) (popResult[*Delivery], error) {
 			return rc.popN(n, wait).Do(ctx)
 		},
@@ -158,6 +161,7 @@ type redisReceiver struct {
 	group, label     string
 	retry, consumers string
 	n                *notifier[*Delivery]
+	seen             seenGate
 }
 
 func (rc *redisReceiver) popCmd(n int, wait bool) (*store.ScriptCmd, func() (popResult[*Delivery], error)) {
@@ -170,7 +174,7 @@ func (rc *redisReceiver) popCmd(n int, wait bool) (*store.ScriptCmd, func() (pop
 	cmd := streamPopScript.Cmd([]string{s.key, s.meta, s.flag, rc.retry, rc.consumers, s.dead},
 		s.kindArg(), rc.group, s.r.consumer, n, millis(s.o.VisibilityTimeout), millis(s.o.MessageTTL),
 		1+s.o.MaxRetries, boolArg(s.o.DeadLetter.Enabled), s.o.DeadLetter.MaxLength, millis(s.o.DeadLetter.TTL),
-		flagTTL, gate.Milliseconds(), parkedConsumer)
+		flagTTL, gate.Milliseconds(), parkedConsumer, boolArg(rc.seen.due()))
 	return cmd, func() (popResult[*Delivery], error) {
 		if err := cmd.Err(); err != nil {
 			return popResult[*Delivery]{}, scriptErr("pop", rc.label, err)

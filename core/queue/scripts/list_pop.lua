@@ -8,7 +8,7 @@
 -- ARGV[1] count (>= 1)
 -- ARGV[2] message ttl ms (0: none)
 -- ARGV[3] waiting-flag ttl ms: > 0 when the caller waits, so a push wakes it
--- ARGV[4] consumer ('' not recorded)
+-- ARGV[4] consumer ('' = not recorded; callers send it about once a second)
 -- Returns {now_ms, hint, element...}: elements are "<enqueued_ms>:<body>";
 -- hint 0 = more may be due now (the expiry budget ran out), -1 = nothing known.
 local now = now_ms()

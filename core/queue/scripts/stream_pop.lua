@@ -24,6 +24,7 @@
 -- ARGV[11] waiting-flag ttl ms (> 0: the caller waits)
 -- ARGV[12] reclaim gate ms: a full visibility scan of the group runs at most this often
 -- ARGV[13] the consumer that holds parked (nacked) entries
+-- ARGV[14] '1' to record the consumer as seen (callers do it about once a second)
 -- Returns {now_ms, hint, id, body, deliveries, ...}; hint: the time (ms) of
 -- the group's next retry, 0 = more may be deliverable now, -1 = none known.
 -- A broadcast group that does not exist is created at the end of the stream.
@@ -38,7 +39,7 @@ local flagttl, gate, parked = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13]
 
 local out = {now, -1}
 local taken = 0
-seen(consumers, consumer, now)
+if ARGV[14] == '1' then seen(consumers, consumer, now) end
 
 local function finish()
   if taken == 0 and out[2] ~= 0 then waiting(flag, flagttl) end

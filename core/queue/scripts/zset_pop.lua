@@ -10,7 +10,7 @@
 -- ARGV[2] count (>= 1)
 -- ARGV[3] message ttl ms (0: none)
 -- ARGV[4] waiting-flag ttl ms (> 0: the caller waits)
--- ARGV[5] consumer ('' not recorded)
+-- ARGV[5] consumer ('' = not recorded; callers send it about once a second)
 -- Returns {now_ms, hint, member, score, member, score, ...}; hint: the due
 -- time (ms) of the next message not yet due (delay), 0 = more may be due now,
 -- -1 = none known.
