@@ -38,20 +38,25 @@ type Opened struct {
 	Name string
 }
 
-// Waiter is the blocking pop shared by every kind: PopWait calls done exactly
-// once — with a message, with ErrTimeout when timeout passes without one
-// (or with the infrastructure error that kept it from popping, when the
-// last attempt failed), or with ErrClosed — from a goroutine of the
-// backend's (never from the caller's goroutine during PopWait). done must
-// not block. timeout must be > 0 (ErrInvalid, passed to done).
+// Waiter is the blocking pop shared by every kind. PopWait calls done exactly
+// once: with a message; with ErrTimeout when timeout passes without one (or
+// with the infrastructure error that kept the backend from popping, when its
+// last attempt failed); with ErrClosed; or with ErrInvalid for a timeout
+// <= 0. done must not block. It may run before PopWait returns, on the
+// calling goroutine (a memory queue with a message waiting, a bad
+// argument), and otherwise runs on a backend goroutine (a memory queue's
+// pusher or timer, the Redis notifier).
 //
 // cancel withdraws the wait. It returns true when it did, and then done is
 // never called; false when done has been or is being called (the caller
-// then owns the message, and a reliable delivery must be acked, nacked or
+// then owns the message: a reliable delivery must be acked, nacked or
 // released). cancel is idempotent.
 //
 // A message popped for a waiter that gave up meanwhile goes to the next
-// waiter of this process, or back to the queue unchanged.
+// waiter of this process, or back to the queue unchanged (a reliable
+// delivery is released, uncounted). On Redis a wait always starts with a
+// round trip on the notifier goroutine: callers that want an inline fast
+// path run Pop first.
 type Waiter[T any] interface {
 	PopWait(timeout time.Duration, done func(T, error)) (cancel func() bool)
 }

@@ -255,16 +255,15 @@ func (e *engine) refill(now time.Time) {
 	if now.Before(e.pauseUntil) {
 		return
 	}
+	e.pauseUntil = time.Time{}
 	for len(e.waits)+len(e.inflight) < e.o.Concurrency {
 		e.nextWait++
 		id := e.nextWait
-		e.waits[id] = nil // reserve the slot: the callback may run at once
-		cancel := e.src.popWait(e.o.Block, func(d *Delivery, err error) {
+		// The callback only posts an event, handled after this loop, so the
+		// slot is taken even when it runs before popWait returns.
+		e.waits[id] = e.src.popWait(e.o.Block, func(d *Delivery, err error) {
 			e.post(event{kind: evPopped, wait: id, d: d, err: err})
 		})
-		if _, still := e.waits[id]; still {
-			e.waits[id] = cancel
-		}
 	}
 }
 
