@@ -191,6 +191,8 @@ type Broadcast interface {
 	Subscribe(ctx context.Context, group string, o ConsumeOptions, h Handler) (stop StopFunc, err error)
 	// RemoveGroup deletes a group and its pending deliveries, so it no
 	// longer holds entries back from trimming; it reports whether it existed.
+	// Remove only groups none of whose consumers runs: a consumer still
+	// running re-creates the group, empty, at its next pop.
 	RemoveGroup(name string) *store.Op[bool]
 	// Length is the number of entries retained.
 	Length() *store.Op[int64]

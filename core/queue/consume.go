@@ -23,7 +23,8 @@ type Handler func(d *Delivery, done func(err error))
 // for waits being withdrawn. It returns once the consumer's goroutine has
 // ended; the error reports settle operations that could not be sent (their
 // messages are redelivered after their visibility timeout). Calling it
-// again waits again and returns the same error.
+// again waits again and returns the same error. It must not be called from
+// the handler (it waits for the goroutine that calls the handler).
 type StopFunc func(ctx context.Context) error
 
 // Consumer is implemented by every kind.

@@ -57,13 +57,14 @@ type engine struct {
 	extendEvery time.Duration
 	unregister  func()
 
-	mu       sync.Mutex
-	events   []event
-	stopping bool
-	stopCtx  context.Context
-	wake     chan struct{}
-	finished chan struct{}
-	stopErr  error
+	mu         sync.Mutex
+	events     []event
+	stopping   bool
+	stopCtx    context.Context
+	stopCancel context.CancelFunc // of a stopCtx the engine made itself
+	wake       chan struct{}
+	finished   chan struct{}
+	stopErr    error
 
 	// Owned by the run goroutine.
 	nextWait   int
@@ -144,6 +145,13 @@ func (e *engine) stop(ctx context.Context) error {
 func (e *engine) run() {
 	defer close(e.finished)
 	defer e.unregister()
+	defer func() {
+		e.mu.Lock()
+		if e.stopCancel != nil {
+			e.stopCancel()
+		}
+		e.mu.Unlock()
+	}()
 	var stopTimer func() bool
 	for {
 		e.mu.Lock()
@@ -205,10 +213,12 @@ func (e *engine) handle(ev event, stopping bool, now time.Time) {
 			e.start(ev.d)
 		case errors.Is(ev.err, ErrTimeout):
 		case errors.Is(ev.err, ErrClosed):
+			// The backend closed under us (Close stops consumers first, so
+			// this is a race): stop with Close's grace.
 			e.mu.Lock()
 			if !e.stopping {
 				e.stopping = true
-				e.stopCtx = context.Background()
+				e.stopCtx, e.stopCancel = context.WithTimeout(context.Background(), closeGrace)
 			}
 			e.mu.Unlock()
 		default:

@@ -83,9 +83,9 @@ type memGroup struct {
 
 	lastDelivered entryKey
 	pending       map[string]*memPending
-	visibility    deadlineHeap // in-flight deliveries by visibility deadline
-	retries       deadlineHeap // parked deliveries by retry time
-	waits         waiters[*Delivery]
+	visibility    deadlineHeap        // in-flight deliveries by visibility deadline
+	retries       deadlineHeap        // parked deliveries by retry time
+	waits         *waiters[*Delivery] // a pointer: RemoveGroup hands it to the group's successor
 	stopTmr       func() bool
 	timerAt       time.Time
 	consumers     lastSeen
@@ -144,7 +144,7 @@ func (s *memStream) group(name string, create bool) *memGroup {
 		if s.kind == KindReliable {
 			g.lastDelivered = entryKey{} // the reliable group sees everything
 		}
-		g.waits = waiters[*Delivery]{mu: &s.mu, clock: s.m.clk}
+		g.waits = &waiters[*Delivery]{mu: &s.mu, clock: s.m.clk}
 		s.groups[name] = g
 	}
 	return g
@@ -163,7 +163,8 @@ func (s *memStream) add(bodies [][]byte, target string) []string {
 	return ids
 }
 
-// remove deletes e from the log (caller holds mu).
+// remove deletes e from the log (caller holds mu). The slot is compacted
+// away later, by tidy.
 func (s *memStream) remove(e *memEntry) {
 	if e.deleted {
 		return
@@ -171,6 +172,11 @@ func (s *memStream) remove(e *memEntry) {
 	e.deleted = true
 	s.live--
 	s.dead++
+}
+
+// tidy compacts the log once deleted entries are the majority (caller holds
+// mu; not while iterating over entries).
+func (s *memStream) tidy() {
 	if s.dead > 64 && s.dead > len(s.entries)/2 {
 		s.entries = slices.DeleteFunc(s.entries, func(e *memEntry) bool { return e.deleted })
 		s.dead = 0
@@ -203,6 +209,7 @@ func (s *memStream) push(op string, bodies [][]byte) *store.Op[[]string] {
 		}
 		ids := s.add(bodies, "")
 		gs := s.serveAll()
+		s.tidy()
 		s.mu.Unlock()
 		callAll(gs)
 		return ids, nil
@@ -300,7 +307,7 @@ func (g *memGroup) deliver(now time.Time) *Delivery {
 		if s.o.MessageTTL > 0 && ms(now)-e.key.ms > s.o.MessageTTL.Milliseconds() {
 			g.expired++
 			if s.kind == KindReliable {
-				s.remove(e)
+				s.remove(e) // after() skips it; tidy runs at the next push
 			}
 			continue
 		}

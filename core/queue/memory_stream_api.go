@@ -107,18 +107,22 @@ func (q *memBroadcast) RemoveGroup(name string) *store.Op[bool] {
 	return store.Local(func() (bool, error) {
 		s := q.s
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		g := s.groups[name]
-		delete(s.groups, name)
-		var gs []grant[*Delivery]
-		if g != nil {
-			if g.stopTmr != nil {
-				g.stopTmr()
-			}
-			gs = g.waits.failAll(opErr("pop", s.name+"/"+name, ErrNotHeld))
+		if g == nil {
+			return false, nil
 		}
-		s.mu.Unlock()
-		callAll(gs)
-		return g != nil, nil
+		delete(s.groups, name)
+		if g.stopTmr != nil {
+			g.stopTmr()
+		}
+		if g.waits.len() > 0 {
+			// Its consumers still wait: as on Redis, their next pop
+			// re-creates the group, at the end of the stream.
+			ng := s.group(name, true)
+			ng.waits = g.waits
+		}
+		return true, nil
 	})
 }
 
