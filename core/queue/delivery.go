@@ -40,6 +40,9 @@ type receiver interface {
 	// extendMany extends every delivery in ds in one round trip; the result
 	// has one error per delivery (nil, ErrNotHeld).
 	extendMany(ds []*Delivery) *store.Op[[]error]
+	// ackMany acknowledges every delivery in ds in one round trip; one error
+	// per delivery (nil, ErrSettled, ErrForeign, ErrNotHeld, or the failure).
+	ackMany(ds []*Delivery) *store.Op[[]error]
 	options() Options
 	clock() Clock
 	register(stop StopFunc) (unregister func())

@@ -310,48 +310,54 @@ func (e *engine) extend(now time.Time) {
 	}
 }
 
-// flush sends every due settle in one batch.
+// flush sends every due settle in one batch: the acks as one script call,
+// each nack and release as its own.
 func (e *engine) flush(now time.Time) {
 	if len(e.settles) == 0 {
 		return
 	}
 	type sent struct {
-		job  *settleJob
-		ack  *store.Op[struct{}]
-		nack *store.Op[NackResult]
+		job     *settleJob
+		release *store.Op[struct{}]
+		nack    *store.Op[NackResult]
 	}
 	var b store.Batch
 	var local []func()
-	var out []sent
+	var acks []*settleJob
+	var others []sent
 	keep := e.settles[:0]
 	for _, j := range e.settles {
-		if now.Before(j.notAfter) {
-			keep = append(keep, j)
-			continue
-		}
-		s := sent{job: j}
 		switch {
+		case now.Before(j.notAfter):
+			keep = append(keep, j)
 		case j.release:
-			s.ack = e.r.Release(j.d)
+			s := sent{job: j, release: e.r.Release(j.d)}
+			addOp(&b, &local, s.release)
+			others = append(others, s)
 		case j.err == nil:
-			s.ack = e.r.Ack(j.d)
+			acks = append(acks, j)
 		default:
 			delay := e.retryDelay
 			var re *retryError
 			if errors.As(j.err, &re) {
 				delay = re.delay
 			}
-			s.nack = e.r.Nack(j.d, delay)
-		}
-		if s.ack != nil {
-			addOp(&b, &local, s.ack)
-		} else {
+			s := sent{job: j, nack: e.r.Nack(j.d, delay)}
 			addOp(&b, &local, s.nack)
+			others = append(others, s)
 		}
-		out = append(out, s)
 	}
 	e.settles = keep
-	if len(out) == 0 {
+	var ackOp *store.Op[[]error]
+	if len(acks) > 0 {
+		ds := make([]*Delivery, len(acks))
+		for i, j := range acks {
+			ds[i] = j.d
+		}
+		ackOp = e.r.ackMany(ds)
+		addOp(&b, &local, ackOp)
+	}
+	if len(acks) == 0 && len(others) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -360,29 +366,44 @@ func (e *engine) flush(now time.Time) {
 		f()
 	}
 	cancel()
-	for _, s := range out {
+	if ackOp != nil {
+		errs, err := ackOp.Result()
+		for i, j := range acks {
+			jerr := err
+			if jerr == nil {
+				jerr = errs[i]
+			}
+			e.settled(j, jerr, now)
+		}
+	}
+	for _, s := range others {
 		var err error
-		if s.ack != nil {
-			_, err = s.ack.Result()
+		if s.release != nil {
+			_, err = s.release.Result()
 		} else {
 			_, err = s.nack.Result()
 		}
-		switch {
-		case err == nil, errors.Is(err, ErrSettled):
-		case isNotHeld(err):
-			e.report(err)
-		default:
-			j := s.job
-			j.attempts++
-			if j.attempts >= settleAttempts {
-				e.report(fmt.Errorf("%w (given up after %d attempts; the message will be redelivered)", err, j.attempts))
-				e.stopErr = errors.Join(e.stopErr, err)
-				continue
-			}
-			e.report(err)
-			j.notAfter = now.Add(min(time.Duration(j.attempts)*minBackoff*2, maxBackoff))
-			e.settles = append(e.settles, j)
+		e.settled(s.job, err, now)
+	}
+}
+
+// settled handles the outcome of a settle: done, lost to another delivery
+// (reported), or failed (retried with backoff, up to settleAttempts).
+func (e *engine) settled(j *settleJob, err error, now time.Time) {
+	switch {
+	case err == nil, errors.Is(err, ErrSettled):
+	case isNotHeld(err):
+		e.report(err)
+	default:
+		j.attempts++
+		if j.attempts >= settleAttempts {
+			e.report(fmt.Errorf("%w (given up after %d attempts; the message will be redelivered)", err, j.attempts))
+			e.stopErr = errors.Join(e.stopErr, err)
+			return
 		}
+		e.report(err)
+		j.notAfter = now.Add(min(time.Duration(j.attempts)*minBackoff*2, maxBackoff))
+		e.settles = append(e.settles, j)
 	}
 }
 

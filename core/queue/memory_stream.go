@@ -2,6 +2,7 @@ package queue
 
 import (
 	"container/heap"
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -554,6 +555,20 @@ func (r *memReceiver) Ack(d *Delivery) *store.Op[struct{}] {
 	return settleOp(r, "ack", d, true, func(g *memGroup, p *memPending, now time.Time) (struct{}, []grant[*Delivery]) {
 		g.ack(p)
 		return struct{}{}, nil
+	})
+}
+
+func (r *memReceiver) ackMany(ds []*Delivery) *store.Op[[]error] {
+	ops := make([]*store.Op[struct{}], len(ds))
+	for i, d := range ds {
+		ops[i] = r.Ack(d)
+	}
+	return store.Local(func() ([]error, error) {
+		errs := make([]error, len(ds))
+		for i, op := range ops {
+			_, errs[i] = op.Do(context.Background())
+		}
+		return errs, nil
 	})
 }
 

@@ -250,18 +250,83 @@ func (rc *redisReceiver) Ack(d *Delivery) *store.Op[struct{}] {
 	if err := d.begin(rc, "ack", rc.label, true); err != nil {
 		return store.Failed[struct{}](err)
 	}
-	cmd := streamAckScript.Cmd([]string{rc.s.key}, rc.s.kindArg(), rc.group, d.ID)
+	cmd, decode := rc.ackCmd([]*Delivery{d})
 	return store.Commands(rc.s.r.c, func() (struct{}, error) {
-		n, err := cmd.Int64()
-		switch {
-		case err != nil:
-			err = opErr("ack", rc.label, err)
-		case n == 0:
-			err = opErr("ack", rc.label, fmt.Errorf("message %s: %w", d.ID, ErrNotHeld))
+		errs, err := decode()
+		if err == nil {
+			err = errs[0]
 		}
-		d.finish(err)
 		return struct{}{}, err
 	}, cmd)
+}
+
+// ackMany acknowledges every delivery of ds in one script call; each must
+// have passed begin. The result has one error per delivery.
+func (rc *redisReceiver) ackMany(ds []*Delivery) *store.Op[[]error] {
+	var keep []*Delivery
+	errs := make([]error, len(ds))
+	for i, d := range ds {
+		if errs[i] = d.begin(rc, "ack", rc.label, true); errs[i] == nil {
+			keep = append(keep, d)
+		}
+	}
+	if len(keep) == 0 {
+		return done(errs)
+	}
+	cmd, decode := rc.ackCmd(keep)
+	return store.Commands(rc.s.r.c, func() ([]error, error) {
+		kerrs, err := decode()
+		j := 0
+		for i := range ds {
+			if errs[i] != nil {
+				continue
+			}
+			if err != nil {
+				errs[i] = err
+			} else {
+				errs[i] = kerrs[j]
+			}
+			j++
+		}
+		return errs, nil
+	}, cmd)
+}
+
+// ackCmd is stream_ack.lua for ds (marked settling) and its decoder, which
+// settles each delivery.
+func (rc *redisReceiver) ackCmd(ds []*Delivery) (*store.ScriptCmd, func() ([]error, error)) {
+	args := []any{rc.s.kindArg(), rc.group}
+	for _, d := range ds {
+		args = append(args, d.ID)
+	}
+	cmd := streamAckScript.Cmd([]string{rc.s.key}, args...)
+	return cmd, func() ([]error, error) {
+		finish := func(err error) {
+			for _, d := range ds {
+				d.finish(err)
+			}
+		}
+		if err := cmd.Err(); err != nil {
+			err = opErr("ack", rc.label, err)
+			finish(err)
+			return nil, err
+		}
+		rep := store.ReadReply("queue: ack "+strconv.Quote(rc.label), cmd.Cmd)
+		errs := make([]error, len(ds))
+		for i, d := range ds {
+			if rep.Int() != 1 {
+				errs[i] = opErr("ack", rc.label, fmt.Errorf("message %s: %w", d.ID, ErrNotHeld))
+			}
+		}
+		if err := rep.End(); err != nil {
+			finish(err)
+			return nil, err
+		}
+		for i, d := range ds {
+			d.finish(errs[i])
+		}
+		return errs, nil
+	}
 }
 
 // nackCmd is stream_nack.lua in mode nack or release, and its decoder.

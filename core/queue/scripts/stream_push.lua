@@ -14,7 +14,6 @@
 --   {1, id...}  the new entries' ids
 --   {0}         refused: a reliable queue would exceed max_length
 --   error WRONGKIND
-local now = now_ms()
 local bad = check_kind(KEYS[2], ARGV[1])
 if bad then return bad end
 local n = #ARGV - 5
@@ -24,7 +23,7 @@ if ARGV[1] == 'reliable' then
   end
   if redis.call('XLEN', KEYS[1]) + n > tonumber(ARGV[2]) then return {0} end
 else
-  trim_broadcast(KEYS[1], KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[5]), now, n)
+  trim_broadcast(KEYS[1], KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[5]), now_ms(), n)
 end
 local out = {1}
 for i = 6, #ARGV do
