@@ -267,7 +267,7 @@ func (e *Engine) sendFinish(r *run, runErr error) {
 	t := r.task
 	f := finish{Name: t.name, Fire: r.fire, Owner: r.owner, Manual: r.base.Manual,
 		Started: (r.first + e.offset) / int64(time.Millisecond), Late: r.base.Late,
-		Once: t.sched.kind == KindOnce}
+		Once: t.sched.kind == KindOnce, Keep: t.opts.CatchUp + t.opts.LockTTL + time.Minute}
 	if runErr != nil {
 		f.Fail, f.Err = true, runErr.Error()
 	}
@@ -333,6 +333,13 @@ func (e *Engine) resync(t *task) {
 	if t.syncing || t.removed {
 		return
 	}
+	// At most one re-read a second per task, so a record that keeps
+	// vanishing cannot spin the engine.
+	if now := e.nowNs(); t.lastSync != 0 && now-t.lastSync < int64(time.Second) {
+		e.schedule(&t.sync, t.lastSync+int64(time.Second))
+		return
+	}
+	t.lastSync = e.nowNs()
 	t.syncing = true
 	retry := func() { e.schedule(&t.sync, e.nowNs()+time.Second.Nanoseconds()) }
 	submit(e, e.st.get(t.name), func(f found, err error, t0, t1 time.Time) {
@@ -351,7 +358,9 @@ func (e *Engine) resync(t *task) {
 			e.adopt(t, t.sched, f.record)
 			return
 		}
-		submit(e, e.st.register(e.def(t.name, t.sched, t.opts)), func(reg registered, err error, t0, t1 time.Time) {
+		d := e.def(t.name, t.sched, t.opts)
+		d.Anchor, d.Cursor = t.tl.anchor, t.cursor
+		submit(e, e.st.register(d), func(reg registered, err error, t0, t1 time.Time) {
 			t.syncing = false
 			if t.removed {
 				return
@@ -366,6 +375,10 @@ func (e *Engine) resync(t *task) {
 				return
 			}
 			e.observe(reg.Now, t0, t1)
+			if reg.Done {
+				e.drop(t) // a one-shot task that ran
+				return
+			}
 			e.adopt(t, t.sched, reg.record)
 		})
 	})

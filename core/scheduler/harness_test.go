@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"sync"
 	"testing"
@@ -51,7 +52,13 @@ func settle(t testing.TB, e *Engine) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("engine did not settle within 10s")
+			var state string
+			_ = e.call(func() {
+				e.mu.Lock()
+				state = fmt.Sprintf("inbox %d, inflight %d, queued %d, heap %d", len(e.inbox), e.inflight, len(e.io), e.heap.Len())
+				e.mu.Unlock()
+			})
+			t.Fatalf("engine did not settle within 10s: %s", state)
 		}
 		if e.inflightNow() {
 			time.Sleep(time.Millisecond)

@@ -18,14 +18,32 @@ type Memory struct {
 	now func() time.Time
 
 	mu    sync.Mutex
-	tasks map[string]*memrecord
+	tasks map[string]*memRecord
 	subs  map[int]func(Control)
 	next  int
 }
 
-type memrecord struct {
+type memRecord struct {
 	record
-	runs map[int64]*memRun
+	runs     map[int64]*memRun
+	expireAt int64 // Store ms; 0 = never (one-shot records expire)
+}
+
+// lookup returns name's record, dropping it if it expired; a tombstone
+// (Done) is returned only if tombstones is set.
+func (m *Memory) lookup(name string, now int64, tombstones bool) *memRecord {
+	r := m.tasks[name]
+	if r == nil {
+		return nil
+	}
+	if r.expireAt != 0 && now > r.expireAt {
+		delete(m.tasks, name)
+		return nil
+	}
+	if r.Done && !tombstones {
+		return nil
+	}
+	return r
 }
 
 type memRun struct {
@@ -42,7 +60,7 @@ func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{now: now, tasks: make(map[string]*memrecord), subs: make(map[int]func(Control))}
+	return &Memory{now: now, tasks: make(map[string]*memRecord), subs: make(map[int]func(Control))}
 }
 
 // op runs fn under the mutex at the Store's now, then delivers the control
@@ -67,7 +85,7 @@ func memOp[T any](m *Memory, fn func(now int64) (T, []Control, error)) step[T] {
 	}}
 }
 
-func (r *memrecord) view(now int64) record {
+func (r *memRecord) view(now int64) record {
 	v := r.record
 	v.Now = now
 	for _, run := range r.runs {
@@ -97,10 +115,23 @@ func (m *Memory) register(d def) step[registered] {
 		if d.At > 0 {
 			anchor = d.At
 		}
-		r := m.tasks[d.Name]
+		r := m.lookup(d.Name, now, true)
+		if r != nil && r.Done {
+			return registered{record: r.view(now), Done: true}, nil, nil
+		}
 		if r == nil {
-			r = &memrecord{record: record{Name: d.Name, Kind: d.Kind, Spec: d.Spec, Text: d.Text, Timezone: d.Timezone,
-				Anchor: anchor, Cursor: initialCursor(d.Kind, anchor, now), Version: 1}, runs: map[int64]*memRun{}}
+			a, cursor := anchor, initialCursor(d.Kind, anchor, now)
+			if d.Anchor > 0 && d.At == 0 {
+				a = d.Anchor
+			}
+			if d.Cursor > 0 {
+				cursor = d.Cursor
+			}
+			r = &memRecord{record: record{Name: d.Name, Kind: d.Kind, Spec: d.Spec, Text: d.Text, Timezone: d.Timezone,
+				Anchor: a, Cursor: cursor, Version: 1}, runs: map[int64]*memRun{}}
+			if d.Expire > 0 {
+				r.expireAt = a + d.Expire.Milliseconds()
+			}
 			m.tasks[d.Name] = r
 			return registered{record: r.view(now), Created: true}, nil, nil
 		}
@@ -111,6 +142,9 @@ func (m *Memory) register(d def) step[registered] {
 			return registered{record: r.view(now)}, nil, nil
 		}
 		r.Spec, r.Text, r.Timezone, r.Anchor = d.Spec, d.Text, d.Timezone, anchor
+		if d.Expire > 0 {
+			r.expireAt = anchor + d.Expire.Milliseconds()
+		}
 		r.Cursor = max(r.Cursor, initialCursor(d.Kind, anchor, now))
 		r.Version++
 		return registered{record: r.view(now), Updated: true}, []Control{{Op: ControlUpdate, Name: d.Name}}, nil
@@ -121,9 +155,13 @@ func (m *Memory) register(d def) step[registered] {
 func (m *Memory) claim(c claim) step[claimResult] {
 	return memOp(m, func(now int64) (claimResult, []Control, error) {
 		res := claimResult{Now: now}
-		r := m.tasks[c.Name]
+		r := m.lookup(c.Name, now, true)
 		if r == nil {
 			res.Outcome = outcomeUnknown
+			return res, nil, nil
+		}
+		if r.Done {
+			res.Outcome, res.Cursor = outcomeTaken, r.Cursor
 			return res, nil, nil
 		}
 		live := 0
@@ -183,7 +221,7 @@ func (m *Memory) claim(c claim) step[claimResult] {
 func (m *Memory) recover(name string, fire int64, owner string, lease time.Duration) step[recoverResult] {
 	return memOp(m, func(now int64) (recoverResult, []Control, error) {
 		res := recoverResult{Now: now}
-		r := m.tasks[name]
+		r := m.lookup(name, now, false)
 		if r == nil {
 			return res, nil, nil
 		}
@@ -204,7 +242,7 @@ func (m *Memory) recover(name string, fire int64, owner string, lease time.Durat
 func (m *Memory) heartbeat(name string, fire int64, owner string, attempt int, lease time.Duration) step[heartbeatResult] {
 	return memOp(m, func(now int64) (heartbeatResult, []Control, error) {
 		res := heartbeatResult{Now: now}
-		if r := m.tasks[name]; r != nil {
+		if r := m.lookup(name, now, false); r != nil {
 			if run := r.runs[fire]; run != nil && run.owner == owner {
 				run.deadline, run.attempt = now+lease.Milliseconds(), attempt
 				res.Held = true
@@ -217,7 +255,7 @@ func (m *Memory) heartbeat(name string, fire int64, owner string, attempt int, l
 // Finish implements Store.
 func (m *Memory) finish(f finish) step[finishResult] {
 	return memOp(m, func(now int64) (finishResult, []Control, error) {
-		r := m.tasks[f.Name]
+		r := m.lookup(f.Name, now, false)
 		if r == nil {
 			return finishResult{Held: f.Manual}, nil, nil
 		}
@@ -244,7 +282,8 @@ func (m *Memory) finish(f finish) step[finishResult] {
 		}
 		res.Record = r.view(now)
 		if f.Once && !f.Manual {
-			delete(m.tasks, f.Name)
+			r.Done = true
+			r.expireAt = now + max(f.Keep, time.Second).Milliseconds()
 			return res, []Control{{Op: ControlRemove, Name: f.Name}}, nil
 		}
 		return res, nil, nil
@@ -253,8 +292,8 @@ func (m *Memory) finish(f finish) step[finishResult] {
 
 // addMissed implements Store.
 func (m *Memory) addMissed(name string, n int64) step[struct{}] {
-	return memOp(m, func(int64) (struct{}, []Control, error) {
-		if r := m.tasks[name]; r != nil {
+	return memOp(m, func(now int64) (struct{}, []Control, error) {
+		if r := m.lookup(name, now, false); r != nil {
 			r.Missed += n
 		}
 		return struct{}{}, nil, nil
@@ -267,7 +306,7 @@ func (m *Memory) control(name string, op ControlOp) step[bool] {
 		return step[bool]{local: func() (bool, error) { return false, fmt.Errorf("%w: control %q", ErrInvalid, op) }}
 	}
 	return memOp(m, func(now int64) (bool, []Control, error) {
-		r := m.tasks[name]
+		r := m.lookup(name, now, false)
 		if r == nil {
 			return false, nil, nil
 		}
@@ -287,7 +326,7 @@ func (m *Memory) control(name string, op ControlOp) step[bool] {
 // get implements Store.
 func (m *Memory) get(name string) step[found] {
 	return memOp(m, func(now int64) (found, []Control, error) {
-		r := m.tasks[name]
+		r := m.lookup(name, now, false)
 		if r == nil {
 			return found{record: record{Now: now}}, nil, nil
 		}

@@ -171,6 +171,7 @@ func readRecord(what, name string, rep *store.Reply, now int64) (record, error) 
 	rec.LastError = str()
 	rec.Errored = str() == "1"
 	rec.Version = n()
+	rec.Done = str() == "1"
 	rec.Orphaned = r.Int() == 1
 	rec.Running = r.Int()
 	return rec, r.End()
@@ -181,7 +182,7 @@ func (r *Redis) register(d def) step[registered] {
 	return script(r, registerScript, what, r.taskKeys(d.Name), func(rep *store.Reply) (registered, error) {
 		status, now := rep.Int(), rep.Int()
 		rec, err := readRecord(what, d.Name, rep, now)
-		reg := registered{record: rec, Created: status == 1, Updated: status == 2}
+		reg := registered{record: rec, Created: status == 1, Updated: status == 2, Done: status == 3}
 		if err != nil {
 			return reg, err
 		}
@@ -189,7 +190,8 @@ func (r *Redis) register(d def) step[registered] {
 			return reg, fmt.Errorf("%w: task %q is a %s task in the store, not %s", ErrKindConflict, d.Name, reg.Kind, d.Kind)
 		}
 		return reg, nil
-	}, string(d.Kind), d.Spec, d.Text, d.Timezone, i64(d.At), ms(d.Expire), r.keys.SchedulerControl(), d.Name)
+	}, string(d.Kind), d.Spec, d.Text, d.Timezone, i64(d.At), ms(d.Expire), r.keys.SchedulerControl(), d.Name,
+		i64(d.Anchor), i64(d.Cursor))
 }
 
 func (r *Redis) claim(c claim) step[claimResult] {
@@ -226,7 +228,7 @@ func (r *Redis) finish(f finish) step[finishResult] {
 		rec, err := readRecord(what, f.Name, rep, now)
 		return finishResult{Held: held, Found: found, Record: rec}, err
 	}, i64(f.Fire), f.Owner, flag(f.Manual), i64(f.Started), flag(f.Fail), f.Err, flag(f.Late), flag(f.Once),
-		r.keys.SchedulerControl(), f.Name)
+		r.keys.SchedulerControl(), f.Name, ms(max(f.Keep, time.Second)))
 }
 
 func (r *Redis) addMissed(name string, n int64) step[struct{}] {

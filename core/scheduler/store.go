@@ -89,6 +89,11 @@ type def struct {
 	// Expire, when > 0, is how long after its fire time a one-shot record
 	// lingers if nobody finishes it (garbage collection).
 	Expire time.Duration
+	// Anchor and Cursor, when > 0, are used instead of now if the record is
+	// created: an Engine re-creating a record the Store lost (a Redis
+	// restart without persistence) keeps its fire times and the firing it
+	// was waiting to claim.
+	Anchor, Cursor int64
 }
 
 // record is the shared state of a distributed task. Times are Unix ms on
@@ -107,6 +112,7 @@ type record struct {
 	Late, Failed    int64
 	LastError       string
 	Errored         bool // the latest firing failed
+	Done            bool // a one-shot task that ran (a tombstone)
 	Version         int64
 	Now             int64 // the Store's time of the reply
 	Orphaned        bool  // some firing's lease lapsed unfinished
@@ -116,8 +122,9 @@ type record struct {
 // registered is what register returns.
 type registered struct {
 	record
-	// Created: no record existed. Updated: the schedule changed.
-	Created, Updated bool
+	// Created: no record existed. Updated: the schedule changed. Done: a
+	// one-shot task that already ran (its tombstone lingers for Keep).
+	Created, Updated, Done bool
 }
 
 // found is what get returns.
@@ -226,8 +233,10 @@ type finish struct {
 	Fail bool
 	Err  string
 	Late bool
-	// Once deletes the record afterwards (a one-shot task).
+	// Once turns the record into a tombstone kept for Keep, so that late
+	// claims of the firing (and registrations) see it ran; then it expires.
 	Once bool
+	Keep time.Duration
 }
 
 // finishResult is what finish returns.

@@ -34,6 +34,7 @@ type task struct {
 	claimFails int   // consecutive claims the Store did not answer
 	late       bool  // the pending firing waited for the Store
 	syncing    bool  // a register or get to re-read the record is in flight
+	lastSync   int64 // local ns of the latest resync
 }
 
 type runner struct {
@@ -47,6 +48,14 @@ type counters struct {
 	lastRun, runCount, missed, skipped, late, failed int64
 	lastErr                                          string
 	errored                                          bool
+}
+
+// msTime is a Unix ms time, zero for 0.
+func msTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
 }
 
 func (c counters) fill(info *Info) {
@@ -98,6 +107,12 @@ func (e *Engine) install(tk Task, opts resolved, reg *registered) (Info, error) 
 		return Info{}, ErrClosed
 	}
 	dist := reg != nil
+	if dist && reg.Done {
+		// A one-shot task that already ran (in some process): nothing to
+		// schedule until its tombstone expires.
+		return Info{Name: tk.Name, Kind: KindOnce, Schedule: tk.Schedule.text, Status: StatusActive,
+			Distributed: true, RunCount: reg.RunCount, LastRun: msTime(reg.LastRun)}, nil
+	}
 	t := e.tasks[tk.Name]
 	if t != nil && t.sched.kind != tk.Schedule.kind {
 		return Info{}, fmt.Errorf("%w: task %q is a %s task, not %s", ErrKindConflict, tk.Name, t.sched.kind, tk.Schedule.kind)

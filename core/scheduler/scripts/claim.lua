@@ -33,6 +33,9 @@ local fire = tonumber(ARGV[2])
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {7, now, 0, 0, 0, 0, 0}
 end
+if redis.call('HGET', KEYS[1], 'done') == '1' then
+  return {2, now, num(KEYS[1], 'cursor'), 0, 0, 0, 0}
+end
 
 local orphan = 0
 local o = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. ms(now), 'LIMIT', 0, 1)

@@ -18,7 +18,7 @@
 
 local now = server_now()
 local op = ARGV[2]
-if redis.call('EXISTS', KEYS[1]) == 0 then return {0, now, {}} end
+if not exists() then return {0, now, {}} end
 if op == 'get' then return {1, now, record(now)} end
 if op == 'missed' then
   redis.call('HINCRBY', KEYS[1], 'missed', ARGV[5])

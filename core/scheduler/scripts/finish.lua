@@ -14,16 +14,18 @@
 --   ARGV[6]  failed: '1' | '0'
 --   ARGV[7]  error text (failed)
 --   ARGV[8]  late: '1' | '0'
---   ARGV[9]  once: '1' deletes the record (and PUBLISHes remove)
+--   ARGV[9]  once: '1' turns the record into a tombstone that expires after
+--            ARGV[12] ms (and PUBLISHes remove)
 --   ARGV[10] control channel
 --   ARGV[11] task name
+--   ARGV[12] tombstone ttl (ms)
 -- Returns {held, found, now, record}: held 0 when another owner took the
 -- firing over (nothing counted); found 0 when there is no record (record
 -- is then empty).
 
 local now = server_now()
 local manual = ARGV[4] == '1'
-if redis.call('EXISTS', KEYS[1]) == 0 then
+if not exists() then
   local held = 0
   if manual then held = 1 end
   return {held, 0, now, {}}
@@ -46,7 +48,9 @@ else
 end
 local rec = record(now)
 if ARGV[9] == '1' and not manual then
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+  redis.call('HSET', KEYS[1], 'done', '1')
+  redis.call('PEXPIRE', KEYS[1], ARGV[12])
+  follow_expiry()
   redis.call('PUBLISH', ARGV[10], 'remove\n' .. ARGV[11])
 end
 return {1, 1, now, rec}

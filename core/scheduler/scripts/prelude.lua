@@ -12,7 +12,7 @@ local function ms(x) return string.format('%d', x) end
 
 -- The record fields, in the order the Go decoder reads them.
 local FIELDS = {'kind', 'spec', 'text', 'tz', 'anchor', 'paused', 'cursor', 'last_run', 'run_count',
-  'missed', 'skipped', 'late', 'failed', 'last_error', 'errored', 'version'}
+  'missed', 'skipped', 'late', 'failed', 'last_error', 'errored', 'version', 'done'}
 
 -- {fields..., orphaned (0/1), running} of the task whose keys are KEYS[1..3].
 local function record(now)
@@ -23,6 +23,12 @@ local function record(now)
   r[#r + 1] = orphaned
   r[#r + 1] = running
   return r
+end
+
+-- A one-shot task that ran leaves a tombstone (done = 1) that answers
+-- as no record, except to claims (its cursor settles the firing).
+local function exists()
+  return redis.call('EXISTS', KEYS[1]) == 1 and redis.call('HGET', KEYS[1], 'done') ~= '1'
 end
 
 local function num(key, field)

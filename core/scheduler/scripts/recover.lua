@@ -16,7 +16,7 @@
 
 local now = server_now()
 local attempt = run_of(ARGV[2])
-if redis.call('EXISTS', KEYS[1]) == 0 or not attempt then return {0, now, 0, 0} end
+if not exists() or not attempt then return {0, now, 0, 0} end
 local d = tonumber(redis.call('ZSCORE', KEYS[3], ARGV[2]) or '0')
 if d >= now then return {0, now, 0, d} end
 lease(ARGV[2], ARGV[3], attempt, tonumber(ARGV[4]), now)

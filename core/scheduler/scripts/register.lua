@@ -15,8 +15,11 @@
 --   ARGV[7] expire (ms after the anchor a one-shot record lingers), '0' = never
 --   ARGV[8] control channel
 --   ARGV[9] task name
+--   ARGV[10] anchor to use if the record is created ('0' = as ARGV[6])
+--   ARGV[11] cursor to use if the record is created ('0' = from now)
 -- Returns {status, now, record}: status 1 created, 2 updated, 0 unchanged,
--- -1 kind conflict (the record holds another kind); record as prelude's
+-- 3 done (a one-shot task that ran; its tombstone lingers), -1 kind
+-- conflict (the record holds another kind); record as prelude's
 -- record(): the FIELDS, then orphaned (0/1) and running (count).
 
 local now = server_now()
@@ -29,22 +32,29 @@ local function initial_cursor()
   return now
 end
 
+-- Relative to now (the time override may not be the server's clock).
 local function set_expiry()
   if ARGV[7] ~= '0' then
-    redis.call('PEXPIREAT', KEYS[1], ms(anchor + tonumber(ARGV[7])))
+    redis.call('PEXPIRE', KEYS[1], ms(math.max(anchor - now + tonumber(ARGV[7]), 1000)))
     follow_expiry()
   end
 end
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
+  local cursor = initial_cursor()
+  if ARGV[10] ~= '0' and ARGV[6] == '0' then anchor = tonumber(ARGV[10]) end
+  if ARGV[11] ~= '0' then cursor = tonumber(ARGV[11]) end
   redis.call('HSET', KEYS[1], 'kind', kind, 'spec', spec, 'text', text, 'tz', tz, 'anchor', ms(anchor),
-    'paused', '0', 'cursor', ms(initial_cursor()), 'last_run', '0', 'run_count', '0', 'missed', '0',
+    'paused', '0', 'cursor', ms(cursor), 'last_run', '0', 'run_count', '0', 'missed', '0',
     'skipped', '0', 'late', '0', 'failed', '0', 'last_error', '', 'errored', '0', 'version', '1',
     'created_at', ms(now), 'updated_at', ms(now))
   set_expiry()
   return {1, now, record(now)}
 end
 
+if redis.call('HGET', KEYS[1], 'done') == '1' then
+  return {3, now, record(now)}
+end
 if redis.call('HGET', KEYS[1], 'kind') ~= kind then
   return {-1, now, record(now)}
 end
