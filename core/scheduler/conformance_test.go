@@ -602,7 +602,6 @@ func testCronZone(t *testing.T, b backend) {
 	}
 }
 
-
 func mustCron(t testing.TB, expr string) Schedule {
 	t.Helper()
 	s, err := Cron(expr)
