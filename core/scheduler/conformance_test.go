@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -62,7 +63,8 @@ func newCluster(t *testing.T, b backend, offsets ...time.Duration) *cluster {
 }
 
 func (cl *cluster) add(offset time.Duration) *Engine {
-	e, err := New(Config{Store: cl.st, Clock: fakeClock{c: cl.clk, offset: offset}, Events: cl.ev.add})
+	e, err := New(Config{Store: cl.st, Clock: fakeClock{c: cl.clk, offset: offset}, Events: cl.ev.add,
+		Log: slog.New(slog.NewTextHandler(testWriter{cl.t}, nil))})
 	if err != nil {
 		cl.t.Fatal(err)
 	}
@@ -222,6 +224,14 @@ func testExactlyOnce(t *testing.T, b backend) {
 		t.Fatalf("%d runs in 3 s of a 100 ms interval", len(rs))
 	}
 	wantEachOnce(t, rs, 100*time.Millisecond, nil)
+	if t.Failed() {
+		for _, r := range rs {
+			t.Logf("ran %d on %d", r.Scheduled.UnixMilli()%100000, r.engine)
+		}
+		for _, ev := range cl.ev.all {
+			t.Logf("event %s %d", ev.Kind, ev.Firing.Scheduled.UnixMilli()%100000)
+		}
+	}
 	engines := map[int]bool{}
 	for _, r := range rs {
 		engines[r.engine] = true
@@ -618,4 +628,12 @@ func mustAfter(t testing.TB, d time.Duration) Schedule {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// testWriter sends log lines to t.Log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -42,7 +42,7 @@ func (e *Engine) adopt(t *task, sched Schedule, rec record) {
 
 // planDist arms the claim of t's next firing after its cursor.
 func (e *Engine) planDist(t *task) {
-	e.heap.remove(&t.fire)
+	e.unschedule(&t.fire)
 	t.next = 0
 	if t.paused || t.removed || t.claiming || e.closing {
 		return
@@ -56,7 +56,7 @@ func (e *Engine) planDist(t *task) {
 	}
 	t.next = n
 	t.fire.fire = n
-	e.schedule(&t.fire, e.localAt(n)-e.ahead.Nanoseconds())
+	e.scheduleAt(&t.fire, n*int64(time.Millisecond)-e.ahead.Nanoseconds())
 }
 
 // claimDue claims the firing that is due: t.next, or the latest fire time
@@ -128,7 +128,7 @@ func (e *Engine) claimed(t *task, c claim, res claimResult, err error, t0, t1 ti
 		t.late = false
 		e.schedule(&r.hb, now+t.opts.LockTTL.Nanoseconds()/3)
 		if res.Now < c.Fire {
-			e.schedule(&r.wait, e.localAt(c.Fire))
+			e.scheduleAt(&r.wait, c.Fire*int64(time.Millisecond))
 		} else {
 			e.startAttempt(r)
 		}
@@ -190,7 +190,7 @@ func (e *Engine) maybeProbe(t *task, fire, deadline int64) {
 		return
 	}
 	t.probe.fire = fire
-	e.schedule(&t.probe, e.localAt(deadline)+probeMargin.Nanoseconds())
+	e.scheduleAt(&t.probe, deadline*int64(time.Millisecond)+probeMargin.Nanoseconds())
 }
 
 // scanOrphans asks the Store for a lapsed firing of t.
@@ -266,7 +266,7 @@ func (e *Engine) sendHeartbeat(r *run) {
 func (e *Engine) sendFinish(r *run, runErr error) {
 	t := r.task
 	f := finish{Name: t.name, Fire: r.fire, Owner: r.owner, Manual: r.base.Manual,
-		Started: (r.first + e.offset) / int64(time.Millisecond), Late: r.base.Late,
+		Started: (r.first + e.storeOffset()) / int64(time.Millisecond), Late: r.base.Late,
 		Once: t.sched.kind == KindOnce, Keep: t.opts.CatchUp + t.opts.LockTTL + time.Minute}
 	if runErr != nil {
 		f.Fail, f.Err = true, runErr.Error()
@@ -278,13 +278,14 @@ func (e *Engine) sendFinish(r *run, runErr error) {
 	send = func() {
 		submit(e, e.st.finish(f), func(res finishResult, err error, t0, t1 time.Time) {
 			if err != nil {
-				if e.closing && errors.Is(err, ErrClosed) {
-					e.runEnded(r)
-					return
+				r.finishFails++
+				if r.finishFails == 1 {
+					e.log.Warn("scheduler: could not record a finished run; retrying", "task", t.name,
+						"fire", time.UnixMilli(r.fire).UTC(), "error", err)
 				}
 				r.wait.kind = itemFinish
 				r.retry = send
-				e.schedule(&r.wait, e.nowNs()+claimBackoff(3).Nanoseconds())
+				e.schedule(&r.wait, e.nowNs()+claimBackoff(r.finishFails).Nanoseconds())
 				return
 			}
 			e.observe(res.Record.Now, t0, t1)

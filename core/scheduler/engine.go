@@ -76,19 +76,22 @@ type Engine struct {
 	workers  sync.WaitGroup
 
 	// Owned by the loop goroutine.
-	tasks     map[string]*task
-	heap      timerHeap
-	timer     Timer
-	timerAt   int64
-	offset    int64 // Store clock minus local clock, ns
-	offsetSet bool
-	minRTT    int64
-	io        []ioOp
-	inflight  int
-	seq       uint64
-	runs      int // runs in progress (attempts, retries, finishing)
-	closing   bool
-	idleCh    chan struct{}
+	tasks       map[string]*task
+	heap        timerHeap // local-time items
+	sheap       timerHeap // Store-time items
+	timer       Timer
+	timerAt     int64
+	storeClock  func() time.Time // the Store's clock if it is in reach, else nil
+	offset      int64            // Store clock minus local clock, ns (estimated)
+	rttSet      bool             // offset came from a timed round trip
+	calibrating bool             // a timed round trip for it is in flight
+	minRTT      int64
+	io          []ioOp
+	inflight    int
+	seq         uint64
+	runs        int // runs in progress (attempts, retries, finishing)
+	closing     bool
+	idleCh      chan struct{}
 }
 
 // New starts an engine. It subscribes to the Store's control messages
@@ -133,6 +136,7 @@ func New(cfg Config) (*Engine, error) {
 	if workers <= 0 {
 		workers = 4
 	}
+	e.storeClock = e.st.clock()
 	e.batches = make(chan *ioBatch, workers)
 	unsub, err := e.st.subscribe(func(c Control) { e.post(func() { e.onControl(c) }) })
 	if err != nil {

@@ -31,7 +31,8 @@ type item struct {
 	task *task
 	run  *run // itemStart, itemRetry, itemHeartbeat, itemFinish
 	fire int64
-	idx  int // position in the heap, -1 when not in it
+	idx  int        // position in its heap, -1 when in none
+	h    *timerHeap // the heap holding it, nil when in none
 }
 
 // timerHeap is a 4-ary min-heap of items by (at, seq): shallower than a
@@ -60,6 +61,7 @@ func (h *timerHeap) top() *item {
 func (h *timerHeap) push(it *item) {
 	h.seq++
 	it.seq = h.seq
+	it.h = h
 	it.idx = len(h.items)
 	h.items = append(h.items, it)
 	h.up(it.idx)
@@ -94,6 +96,7 @@ func (h *timerHeap) removeAt(i int) {
 		}
 	}
 	it.idx = -1
+	it.h = nil
 }
 
 func (h *timerHeap) up(i int) {

@@ -82,16 +82,35 @@ func (e *Engine) loop() {
 // nowNs is the local clock in Unix ns.
 func (e *Engine) nowNs() int64 { return e.clock.Now().UnixNano() }
 
+// Two heaps hold the items: heap in local clock time, sheap in Store clock
+// time (distributed fire times and lease deadlines), so that a better
+// estimate of the Store's clock moves every such item at once.
+
+// next returns the heap whose top is due first, and that top's local time.
+func (e *Engine) next() (*timerHeap, int64) {
+	lt, st := e.heap.top(), e.sheap.top()
+	switch {
+	case lt == nil && st == nil:
+		return nil, 0
+	case st == nil:
+		return &e.heap, lt.at
+	}
+	sat := st.at - e.storeOffset()
+	if lt == nil || sat < lt.at {
+		return &e.sheap, sat
+	}
+	return &e.heap, lt.at
+}
+
 // runDue handles every item that is due.
 func (e *Engine) runDue() {
 	now := e.nowNs()
 	for {
-		it := e.heap.top()
-		if it == nil || it.at > now {
+		h, at := e.next()
+		if h == nil || at > now {
 			return
 		}
-		e.heap.pop()
-		e.handle(it, now)
+		e.handle(h.pop(), now)
 	}
 }
 
@@ -101,33 +120,45 @@ const maxSleep = time.Second
 
 // arm sets the Clock timer for the earliest item.
 func (e *Engine) arm() {
-	it := e.heap.top()
-	if it == nil {
+	h, at := e.next()
+	now := e.nowNs()
+	if h == nil {
 		if e.timer != nil {
 			e.timer.Stop()
 			e.timer, e.timerAt = nil, 0
 		}
 		return
 	}
-	at := it.at
-	if d := time.Duration(at - e.nowNs()); d > maxSleep {
-		at = e.nowNs() + int64(maxSleep)
-	}
-	if e.timer != nil && e.timerAt <= at && e.timerAt > e.nowNs() {
+	at = min(at, now+int64(maxSleep))
+	if e.timer != nil && e.timerAt <= at && e.timerAt > now {
 		return // an earlier (or equal) wake is already armed
 	}
 	if e.timer != nil {
 		e.timer.Stop()
 	}
 	e.timerAt = at
-	e.timer = e.clock.AfterFunc(time.Duration(at-e.nowNs()), e.signal)
+	e.timer = e.clock.AfterFunc(time.Duration(at-now), e.signal)
 }
 
-// schedule puts it on the heap at local time at (ns).
+// schedule puts it on the local heap at local time at (Unix ns).
 func (e *Engine) schedule(it *item, at int64) {
-	e.heap.remove(it)
+	e.unschedule(it)
 	it.at = at
 	e.heap.push(it)
+}
+
+// scheduleAt puts it on the Store-time heap at Store time at (Unix ns).
+func (e *Engine) scheduleAt(it *item, at int64) {
+	e.unschedule(it)
+	it.at = at
+	e.sheap.push(it)
+}
+
+// unschedule takes it off whichever heap holds it.
+func (e *Engine) unschedule(it *item) {
+	if it.h != nil {
+		it.h.remove(it)
+	}
 }
 
 // ioOp is a queued Redis operation and what to do with its result.
@@ -204,23 +235,48 @@ func (e *Engine) ioWorker() {
 // Samples from slow round trips (queueing) are ignored once the estimate
 // has a better one.
 func (e *Engine) observe(storeNow int64, t0, t1 time.Time) {
-	if storeNow <= 0 {
+	if storeNow <= 0 || e.storeClock != nil {
 		return
 	}
 	rtt := t1.Sub(t0).Nanoseconds()
 	sample := storeNow*int64(time.Millisecond) - (t0.UnixNano() + rtt/2)
 	switch {
-	case !e.offsetSet:
-		e.offset, e.offsetSet, e.minRTT = sample, true, rtt
+	case !e.rttSet:
+		e.offset, e.rttSet, e.minRTT = sample, true, rtt
 	case rtt <= 2*e.minRTT+int64(time.Millisecond):
 		e.offset += (sample - e.offset) / 4
 	}
-	// minRTT creeps up so a changed network path is learnt again.
-	e.minRTT = min(e.minRTT+e.minRTT/64+1, rtt)
+	// minRTT creeps up so a slower network path is learnt again.
+	e.minRTT = min(e.minRTT+e.minRTT/64+int64(time.Microsecond), rtt)
+}
+
+// calibrate measures the Store's clock with one timed round trip (a get
+// of task name) if no reply has been timed yet. Until then the estimate is
+// that the clocks agree; a claim that reaches the Store too early is sent
+// back with the wait (outcomeEarly), so a wrong guess costs a round trip,
+// never an early run.
+func (e *Engine) calibrate(name string) {
+	if e.rttSet || e.calibrating || e.storeClock != nil {
+		return
+	}
+	e.calibrating = true
+	submit(e, e.st.get(name), func(f found, err error, t0, t1 time.Time) {
+		e.calibrating = false
+		if err == nil {
+			e.observe(f.Now, t0, t1)
+		}
+	})
 }
 
 // storeNowMs is the Store's clock as estimated, in Unix ms.
-func (e *Engine) storeNowMs() int64 { return (e.nowNs() + e.offset) / int64(time.Millisecond) }
+func (e *Engine) storeNowMs() int64 { return (e.nowNs() + e.storeOffset()) / int64(time.Millisecond) }
 
-// localAt converts a Store time (Unix ms) to the local clock (Unix ns).
-func (e *Engine) localAt(storeMs int64) int64 { return storeMs*int64(time.Millisecond) - e.offset }
+// storeOffset is the Store's clock minus the local clock (ns): read from
+// the Store's clock when it is in reach (Memory, or a Redis store driven by
+// a test clock), else the estimate from timed replies.
+func (e *Engine) storeOffset() int64 {
+	if e.storeClock != nil {
+		return e.storeClock().UnixNano() - e.nowNs()
+	}
+	return e.offset
+}

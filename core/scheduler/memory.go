@@ -350,3 +350,6 @@ func (m *Memory) subscribe(fn func(Control)) (func(), error) {
 		})
 	}, nil
 }
+
+// clock implements Store: the Memory's clock is in-process.
+func (m *Memory) clock() func() time.Time { return m.now }

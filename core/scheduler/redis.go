@@ -309,3 +309,7 @@ func (r *Redis) deliver(c Control) {
 		fn(c)
 	}
 }
+
+// clock implements Store: only a test clock (RedisOptions.Now) is in
+// reach; the server's TIME is estimated from replies.
+func (r *Redis) clock() func() time.Time { return r.now }

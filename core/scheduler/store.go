@@ -44,6 +44,9 @@ type Store interface {
 	// came back, when messages may have been lost. fn must not block.
 	// cancel is idempotent.
 	subscribe(fn func(Control)) (cancel func(), err error)
+	// clock returns the Store's clock when the Engine can read it directly
+	// (in-process), else nil: the Engine then estimates it from replies.
+	clock() func() time.Time
 }
 
 // step is one Store operation before it becomes an Op: in-process work

@@ -149,7 +149,7 @@ func (e *Engine) install(tk Task, opts resolved, reg *registered) (Info, error) 
 		e.planLocal(t, e.nowNs()/int64(time.Millisecond))
 		return t.info(), nil
 	}
-	e.observe(reg.Now, e.clock.Now(), e.clock.Now())
+	e.calibrate(tk.Name)
 	e.adopt(t, sched, reg.record)
 	return t.info(), nil
 }
@@ -174,7 +174,7 @@ func (t *task) pick() RunFunc {
 
 // planLocal arms a local task's next firing after `after` (local ms).
 func (e *Engine) planLocal(t *task, after int64) {
-	e.heap.remove(&t.fire)
+	e.unschedule(&t.fire)
 	t.next = 0
 	if t.paused || t.removed {
 		return
@@ -254,21 +254,22 @@ func (e *Engine) startFiring(t *task, fire int64, base Firing) *run {
 // run is one firing in progress in this process: its attempts, its
 // retries, and for a distributed task its claim.
 type run struct {
-	task    *task
-	fire    int64
-	base    Firing // flags
-	attempt int
-	gen     uint64 // attempt generation: a stale done is ignored
-	owner   string // the claim's owner id (distributed)
-	first   int64  // start of the first attempt: local ns
-	started int64  // start of the current attempt: local ns
-	lastErr error
-	lost    bool   // another process took the claim over
-	ended   bool   // no more attempts; finishing
-	gone    bool   // finished and released
-	retry   func() // itemFinish: send the finish again
-	wait    item   // itemStart or itemRetry
-	hb      item   // itemHeartbeat
+	task        *task
+	fire        int64
+	base        Firing // flags
+	attempt     int
+	gen         uint64 // attempt generation: a stale done is ignored
+	owner       string // the claim's owner id (distributed)
+	first       int64  // start of the first attempt: local ns
+	started     int64  // start of the current attempt: local ns
+	lastErr     error
+	lost        bool   // another process took the claim over
+	ended       bool   // no more attempts; finishing
+	gone        bool   // finished and released
+	retry       func() // itemFinish: send the finish again
+	finishFails int
+	wait        item // itemStart or itemRetry
+	hb          item // itemHeartbeat
 }
 
 func (e *Engine) newRun(t *task, fire int64, base Firing) *run {
@@ -357,9 +358,9 @@ func (e *Engine) endRun(r *run, err error) {
 	}
 	r.ended = true
 	t := r.task
-	e.heap.remove(&r.wait)
+	e.unschedule(&r.wait)
 	if !t.dist || r.base.Local {
-		e.heap.remove(&r.hb)
+		e.unschedule(&r.hb)
 		if !t.dist {
 			t.stats.runCount++
 			t.stats.lastRun = r.first / int64(time.Millisecond)
@@ -387,8 +388,8 @@ func (e *Engine) runEnded(r *run) {
 		return
 	}
 	r.gone = true
-	e.heap.remove(&r.hb)
-	e.heap.remove(&r.wait)
+	e.unschedule(&r.hb)
+	e.unschedule(&r.wait)
 	t.running--
 	e.runs--
 	if t.sched.kind == KindOnce && !r.base.Manual && !t.removed && t.running == 0 && t.next == 0 {
@@ -404,9 +405,9 @@ func (e *Engine) drop(t *task) {
 	}
 	t.removed = true
 	t.next = 0
-	e.heap.remove(&t.fire)
-	e.heap.remove(&t.probe)
-	e.heap.remove(&t.sync)
+	e.unschedule(&t.fire)
+	e.unschedule(&t.probe)
+	e.unschedule(&t.sync)
 }
 
 // trigger starts a manual run of a task registered here.
@@ -441,7 +442,7 @@ func (e *Engine) applyControl(c Control, local bool) bool {
 	case ControlPause:
 		t.paused = true
 		t.next = 0
-		e.heap.remove(&t.fire)
+		e.unschedule(&t.fire)
 	case ControlResume:
 		if !t.paused {
 			return true
@@ -463,13 +464,13 @@ func (e *Engine) applyControl(c Control, local bool) bool {
 func (e *Engine) beginClose(idle chan struct{}) {
 	e.closing = true
 	for _, t := range e.tasks {
-		e.heap.remove(&t.fire)
-		e.heap.remove(&t.probe)
+		e.unschedule(&t.fire)
+		e.unschedule(&t.probe)
 		t.next = 0
 	}
 	// Pending retries are given up now; their firings count as failed.
 	var waiting []*run
-	for _, it := range e.heap.items {
+	for _, it := range append(slices.Clone(e.heap.items), e.sheap.items...) {
 		if it.kind == itemRetry || it.kind == itemStart {
 			waiting = append(waiting, it.run)
 		}
@@ -478,8 +479,8 @@ func (e *Engine) beginClose(idle chan struct{}) {
 		if r.attempt == 0 {
 			// Claimed but not started: let its lease lapse for another
 			// process rather than run it during shutdown.
-			e.heap.remove(&r.wait)
-			e.heap.remove(&r.hb)
+			e.unschedule(&r.wait)
+			e.unschedule(&r.hb)
 			r.ended = true
 			r.task.running--
 			e.runs--
