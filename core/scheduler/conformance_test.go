@@ -586,6 +586,22 @@ func testOnce(t *testing.T, b backend) {
 			}
 		}
 	}
+	// The runner of a one-shot firing dies mid-run: another process, which
+	// kept watching the firing, re-runs it after the lease.
+	var held runLog
+	held.hold = func(f Firing) bool { return !f.Recovered }
+	cl.register("bonus", mustAfter(t, 100*time.Millisecond), func(o *Options) { o.LockTTL = 300 * time.Millisecond }, held.run)
+	cl.advance(200*time.Millisecond, 10*time.Millisecond)
+	first := held.all()
+	if len(first) != 1 {
+		t.Fatalf("one-shot runs %+v", first)
+	}
+	cl.es[first[0].engine].kill()
+	cl.es = slices.Delete(slices.Clone(cl.es), first[0].engine, first[0].engine+1)
+	cl.advance(500*time.Millisecond, 10*time.Millisecond)
+	if rs := held.all(); len(rs) != 2 || !rs[1].Recovered || !rs[1].Scheduled.Equal(first[0].Scheduled) {
+		t.Fatalf("one-shot re-run %+v; want the same firing recovered once", rs)
+	}
 	// at: in the past within catch_up runs at once.
 	at := At(cl.clk.Now().Add(-time.Second))
 	cl.registerOn(0, cl.es[0], "late", at, nil, log.run)

@@ -49,14 +49,21 @@ func (e *Engine) planDist(t *task) {
 	}
 	n := t.tl.next(t.cursor)
 	if n == 0 {
-		if t.sched.kind == KindOnce && t.running == 0 {
-			e.drop(t)
-		}
+		e.dropSpentOnce(t)
 		return
 	}
 	t.next = n
 	t.fire.fire = n
 	e.scheduleAt(&t.fire, n*int64(time.Millisecond)-e.ahead.Nanoseconds())
+}
+
+// dropSpentOnce drops a one-shot task whose firing is settled, unless this
+// process runs it or watches another process's run of it (to re-run it if
+// that runner dies).
+func (e *Engine) dropSpentOnce(t *task) {
+	if t.sched.kind == KindOnce && t.running == 0 && t.next == 0 && t.probe.h == nil && !t.claiming {
+		e.drop(t)
+	}
 }
 
 // claimDue claims the firing that is due: t.next, or the latest fire time
@@ -231,6 +238,8 @@ func (e *Engine) sendRecover(t *task, fire int64) {
 			e.startAttempt(r)
 		case res.Deadline > 0:
 			e.maybeProbe(t, fire, res.Deadline)
+		default:
+			e.dropSpentOnce(t)
 		}
 	})
 }

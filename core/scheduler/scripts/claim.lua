@@ -30,11 +30,13 @@
 
 local now = server_now()
 local fire = tonumber(ARGV[2])
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local h = redis.call('HMGET', KEYS[1], 'cursor', 'paused', 'done')
+if not h[1] then
   return {7, now, 0, 0, 0, 0, 0}
 end
-if redis.call('HGET', KEYS[1], 'done') == '1' then
-  return {2, now, num(KEYS[1], 'cursor'), 0, 0, 0, 0}
+local cursor = tonumber(h[1])
+if h[3] == '1' then
+  return {2, now, cursor, 0, 0, 0, 0}
 end
 
 local orphan = 0
@@ -48,9 +50,8 @@ end
 local probe = 0
 if ARGV[3] ~= '0' then probe = deadline_of(ARGV[3]) end
 
-local cursor = num(KEYS[1], 'cursor')
 if fire == 0 then return {8, now, cursor, 0, probe, 0, orphan} end
-if redis.call('HGET', KEYS[1], 'paused') == '1' then return {5, now, cursor, 0, probe, 0, orphan} end
+if h[2] == '1' then return {5, now, cursor, 0, probe, 0, orphan} end
 if fire <= cursor then return {2, now, cursor, 0, deadline_of(ARGV[2]), 0, orphan} end
 local early = tonumber(ARGV[10])
 if now < fire - early then return {6, now, cursor, 0, probe, fire - early - now, orphan} end
