@@ -315,18 +315,18 @@ func (e *Engine) sendFinish(r *run, runErr error) {
 }
 
 // onControl handles a control message from the Store.
-func (e *Engine) onControl(c Control) {
+func (e *Engine) onControl(c controlMsg) {
 	if e.closing {
 		return
 	}
 	switch c.Op {
-	case ControlResync:
+	case ctlResync:
 		for _, t := range e.tasks {
 			if t.dist {
 				e.resync(t)
 			}
 		}
-	case ControlUpdate:
+	case ctlUpdate:
 		if t := e.tasks[c.Name]; t != nil && t.dist {
 			e.resync(t)
 		}

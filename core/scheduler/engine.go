@@ -138,7 +138,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.storeClock = e.st.clock()
 	e.batches = make(chan *ioBatch, workers)
-	unsub, err := e.st.subscribe(func(c Control) { e.post(func() { e.onControl(c) }) })
+	unsub, err := e.st.subscribe(func(c controlMsg) { e.post(func() { e.onControl(c) }) })
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: subscribe to control messages: %w", err)
 	}
@@ -375,18 +375,18 @@ func (e *Engine) List() *store.Op[[]Info] {
 // distributed task it is recorded in the Store and applies in every
 // process within a pub/sub delivery. Errors: ErrNotFound, ErrClosed, the
 // Store's error.
-func (e *Engine) Pause(name string) *store.Op[struct{}] { return e.control(name, ControlPause) }
+func (e *Engine) Pause(name string) *store.Op[struct{}] { return e.control(name, ctlPause) }
 
 // Resume restarts a paused task from now: firings while it was paused are
 // not run nor counted. Errors as Pause.
-func (e *Engine) Resume(name string) *store.Op[struct{}] { return e.control(name, ControlResume) }
+func (e *Engine) Resume(name string) *store.Op[struct{}] { return e.control(name, ctlResume) }
 
 // Remove deletes the task (runs in progress finish; pending retries are
 // dropped). A distributed task is removed from the Store and from every
 // process. Errors as Pause.
-func (e *Engine) Remove(name string) *store.Op[struct{}] { return e.control(name, ControlRemove) }
+func (e *Engine) Remove(name string) *store.Op[struct{}] { return e.control(name, ctlRemove) }
 
-func (e *Engine) control(name string, op ControlOp) *store.Op[struct{}] {
+func (e *Engine) control(name string, op controlOp) *store.Op[struct{}] {
 	if err := checkName(name); err != nil {
 		return store.Failed[struct{}](err)
 	}
@@ -396,7 +396,7 @@ func (e *Engine) control(name string, op ControlOp) *store.Op[struct{}] {
 	if dist, ok := e.names.Load(name); ok && !dist.(bool) {
 		return store.Local(func() (struct{}, error) {
 			found := false
-			if err := e.call(func() { found = e.applyControl(Control{Op: op, Name: name}, true) }); err != nil {
+			if err := e.call(func() { found = e.applyControl(controlMsg{Op: op, Name: name}, true) }); err != nil {
 				return struct{}{}, err
 			}
 			if !found {
@@ -413,7 +413,7 @@ func (e *Engine) control(name string, op ControlOp) *store.Op[struct{}] {
 			return struct{}{}, fmt.Errorf("%w: %q", ErrNotFound, name)
 		}
 		// Apply here at once; the control message will find it done.
-		e.post(func() { e.applyControl(Control{Op: op, Name: name}, false) })
+		e.post(func() { e.applyControl(controlMsg{Op: op, Name: name}, false) })
 		return struct{}{}, nil
 	})
 }

@@ -19,7 +19,7 @@ type Memory struct {
 
 	mu    sync.Mutex
 	tasks map[string]*memRecord
-	subs  map[int]func(Control)
+	subs  map[int]func(controlMsg)
 	next  int
 }
 
@@ -60,16 +60,16 @@ func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{now: now, tasks: make(map[string]*memRecord), subs: make(map[int]func(Control))}
+	return &Memory{now: now, tasks: make(map[string]*memRecord), subs: make(map[int]func(controlMsg))}
 }
 
 // op runs fn under the mutex at the Store's now, then delivers the control
 // messages fn returned.
-func memOp[T any](m *Memory, fn func(now int64) (T, []Control, error)) step[T] {
+func memOp[T any](m *Memory, fn func(now int64) (T, []controlMsg, error)) step[T] {
 	return step[T]{local: func() (T, error) {
 		m.mu.Lock()
 		v, msgs, err := fn(m.now().UnixMilli())
-		var subs []func(Control)
+		var subs []func(controlMsg)
 		if len(msgs) > 0 {
 			for _, s := range m.subs {
 				subs = append(subs, s)
@@ -110,7 +110,7 @@ func initialCursor(kind Kind, anchor, now int64) int64 {
 
 // register implements Store.
 func (m *Memory) register(d def) step[registered] {
-	return memOp(m, func(now int64) (registered, []Control, error) {
+	return memOp(m, func(now int64) (registered, []controlMsg, error) {
 		anchor := now
 		if d.At > 0 {
 			anchor = d.At
@@ -147,13 +147,13 @@ func (m *Memory) register(d def) step[registered] {
 		}
 		r.Cursor = max(r.Cursor, initialCursor(d.Kind, anchor, now))
 		r.Version++
-		return registered{record: r.view(now), Updated: true}, []Control{{Op: ControlUpdate, Name: d.Name}}, nil
+		return registered{record: r.view(now), Updated: true}, []controlMsg{{Op: ctlUpdate, Name: d.Name}}, nil
 	})
 }
 
 // Claim implements Store.
 func (m *Memory) claim(c claim) step[claimResult] {
-	return memOp(m, func(now int64) (claimResult, []Control, error) {
+	return memOp(m, func(now int64) (claimResult, []controlMsg, error) {
 		res := claimResult{Now: now}
 		r := m.lookup(c.Name, now, true)
 		if r == nil {
@@ -219,7 +219,7 @@ func (m *Memory) claim(c claim) step[claimResult] {
 
 // recover implements Store.
 func (m *Memory) recover(name string, fire int64, owner string, lease time.Duration) step[recoverResult] {
-	return memOp(m, func(now int64) (recoverResult, []Control, error) {
+	return memOp(m, func(now int64) (recoverResult, []controlMsg, error) {
 		res := recoverResult{Now: now}
 		r := m.lookup(name, now, false)
 		if r == nil {
@@ -240,7 +240,7 @@ func (m *Memory) recover(name string, fire int64, owner string, lease time.Durat
 
 // heartbeat implements Store.
 func (m *Memory) heartbeat(name string, fire int64, owner string, attempt int, lease time.Duration) step[heartbeatResult] {
-	return memOp(m, func(now int64) (heartbeatResult, []Control, error) {
+	return memOp(m, func(now int64) (heartbeatResult, []controlMsg, error) {
 		res := heartbeatResult{Now: now}
 		if r := m.lookup(name, now, false); r != nil {
 			if run := r.runs[fire]; run != nil && run.owner == owner {
@@ -254,7 +254,7 @@ func (m *Memory) heartbeat(name string, fire int64, owner string, attempt int, l
 
 // Finish implements Store.
 func (m *Memory) finish(f finish) step[finishResult] {
-	return memOp(m, func(now int64) (finishResult, []Control, error) {
+	return memOp(m, func(now int64) (finishResult, []controlMsg, error) {
 		r := m.lookup(f.Name, now, false)
 		if r == nil {
 			return finishResult{Held: f.Manual}, nil, nil
@@ -284,7 +284,7 @@ func (m *Memory) finish(f finish) step[finishResult] {
 		if f.Once && !f.Manual {
 			r.Done = true
 			r.expireAt = now + max(f.Keep, time.Second).Milliseconds()
-			return res, []Control{{Op: ControlRemove, Name: f.Name}}, nil
+			return res, []controlMsg{{Op: ctlRemove, Name: f.Name}}, nil
 		}
 		return res, nil, nil
 	})
@@ -292,7 +292,7 @@ func (m *Memory) finish(f finish) step[finishResult] {
 
 // addMissed implements Store.
 func (m *Memory) addMissed(name string, n int64) step[struct{}] {
-	return memOp(m, func(now int64) (struct{}, []Control, error) {
+	return memOp(m, func(now int64) (struct{}, []controlMsg, error) {
 		if r := m.lookup(name, now, false); r != nil {
 			r.Missed += n
 		}
@@ -301,31 +301,31 @@ func (m *Memory) addMissed(name string, n int64) step[struct{}] {
 }
 
 // control implements Store.
-func (m *Memory) control(name string, op ControlOp) step[bool] {
-	if op != ControlPause && op != ControlResume && op != ControlRemove {
+func (m *Memory) control(name string, op controlOp) step[bool] {
+	if op != ctlPause && op != ctlResume && op != ctlRemove {
 		return step[bool]{local: func() (bool, error) { return false, fmt.Errorf("%w: control %q", ErrInvalid, op) }}
 	}
-	return memOp(m, func(now int64) (bool, []Control, error) {
+	return memOp(m, func(now int64) (bool, []controlMsg, error) {
 		r := m.lookup(name, now, false)
 		if r == nil {
 			return false, nil, nil
 		}
 		switch op {
-		case ControlPause:
+		case ctlPause:
 			r.Paused = true
-		case ControlResume:
+		case ctlResume:
 			r.Paused = false
 			r.Cursor = max(r.Cursor, now)
-		case ControlRemove:
+		case ctlRemove:
 			delete(m.tasks, name)
 		}
-		return true, []Control{{Op: op, Name: name}}, nil
+		return true, []controlMsg{{Op: op, Name: name}}, nil
 	})
 }
 
 // get implements Store.
 func (m *Memory) get(name string) step[found] {
-	return memOp(m, func(now int64) (found, []Control, error) {
+	return memOp(m, func(now int64) (found, []controlMsg, error) {
 		r := m.lookup(name, now, false)
 		if r == nil {
 			return found{record: record{Now: now}}, nil, nil
@@ -335,7 +335,7 @@ func (m *Memory) get(name string) step[found] {
 }
 
 // subscribe implements Store.
-func (m *Memory) subscribe(fn func(Control)) (func(), error) {
+func (m *Memory) subscribe(fn func(controlMsg)) (func(), error) {
 	m.mu.Lock()
 	id := m.next
 	m.next++

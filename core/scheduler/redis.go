@@ -58,7 +58,7 @@ const controlChannel = "scheduler:control"
 // scripts PUBLISH control messages on k.SchedulerControl(); the Store
 // receives them on its own pub/sub connection, opened by the first
 // subscribe (an Engine's New) and closed by Close, and reports its
-// reconnections to the Engines as ControlResync so that they re-read
+// reconnections to the Engines as ctlResync so that they re-read
 // their records.
 type Redis struct {
 	c    redis.UniversalClient
@@ -68,7 +68,7 @@ type Redis struct {
 	mu   sync.Mutex
 	bus  *pubsub.Redis
 	sub  pubsub.Subscription
-	fns  map[int]func(Control)
+	fns  map[int]func(controlMsg)
 	next int
 }
 
@@ -84,7 +84,7 @@ type RedisOptions struct {
 // NewRedis returns a Store on c with keys under prefix (global.redis.prefix).
 // It does no I/O; c stays owned by the caller.
 func NewRedis(c redis.UniversalClient, prefix string, o RedisOptions) *Redis {
-	return &Redis{c: c, keys: store.Keys{Prefix: prefix}, now: o.Now, fns: make(map[int]func(Control))}
+	return &Redis{c: c, keys: store.Keys{Prefix: prefix}, now: o.Now, fns: make(map[int]func(controlMsg))}
 }
 
 // Close closes the control connection. Engines on the Store stop hearing
@@ -241,8 +241,8 @@ func (r *Redis) addMissed(name string, n int64) step[struct{}] {
 	}, "missed", r.keys.SchedulerControl(), name, i64(n))
 }
 
-func (r *Redis) control(name string, op ControlOp) step[bool] {
-	if op != ControlPause && op != ControlResume && op != ControlRemove {
+func (r *Redis) control(name string, op controlOp) step[bool] {
+	if op != ctlPause && op != ctlResume && op != ctlRemove {
 		return step[bool]{local: func() (bool, error) { return false, fmt.Errorf("%w: control %q", ErrInvalid, op) }}
 	}
 	what := fmt.Sprintf("scheduler: %s %q", op, name)
@@ -266,16 +266,16 @@ func (r *Redis) get(name string) step[found] {
 // subscribeTimeout bounds the SUBSCRIBE of the control channel.
 const subscribeTimeout = 5 * time.Second
 
-func (r *Redis) subscribe(fn func(Control)) (func(), error) {
+func (r *Redis) subscribe(fn func(controlMsg)) (func(), error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.bus == nil {
-		bus := pubsub.NewRedis(r.c, r.keys.Prefix, pubsub.Events{Up: func() { r.deliver(Control{Op: ControlResync}) }})
+		bus := pubsub.NewRedis(r.c, r.keys.Prefix, pubsub.Events{Up: func() { r.deliver(controlMsg{Op: ctlResync}) }})
 		ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 		sub, err := bus.Subscribe(ctx, controlChannel, func(m pubsub.Message) {
 			op, name, ok := strings.Cut(string(m.Payload), "\n")
 			if ok {
-				r.deliver(Control{Op: ControlOp(op), Name: name})
+				r.deliver(controlMsg{Op: controlOp(op), Name: name})
 			}
 		})
 		cancel()
@@ -298,9 +298,9 @@ func (r *Redis) subscribe(fn func(Control)) (func(), error) {
 	}, nil
 }
 
-func (r *Redis) deliver(c Control) {
+func (r *Redis) deliver(c controlMsg) {
 	r.mu.Lock()
-	fns := make([]func(Control), 0, len(r.fns))
+	fns := make([]func(controlMsg), 0, len(r.fns))
 	for _, fn := range r.fns {
 		fns = append(fns, fn)
 	}

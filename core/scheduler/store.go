@@ -36,14 +36,14 @@ type Store interface {
 	// control pauses, resumes or removes a record and tells every Engine;
 	// it returns false when there is no record. Resume moves the cursor to
 	// now, so firings while paused count as nothing.
-	control(name string, op ControlOp) step[bool]
+	control(name string, op controlOp) step[bool]
 	// get returns a record (found false when there is none).
 	get(name string) step[found]
 	// subscribe calls fn for every control message (from any process, this
-	// one included) and with ControlResync after the Store's connection
+	// one included) and with ctlResync after the Store's connection
 	// came back, when messages may have been lost. fn must not block.
 	// cancel is idempotent.
-	subscribe(fn func(Control)) (cancel func(), err error)
+	subscribe(fn func(controlMsg)) (cancel func(), err error)
 	// clock returns the Store's clock when the Engine can read it directly
 	// (in-process), else nil: the Engine then estimates it from replies.
 	clock() func() time.Time
@@ -252,23 +252,23 @@ type finishResult struct {
 	Record record
 }
 
-// ControlOp is a control message's operation.
-type ControlOp string
+// controlOp is a control message's operation.
+type controlOp string
 
 // The control operations.
 const (
-	ControlPause  ControlOp = "pause"
-	ControlResume ControlOp = "resume"
-	ControlRemove ControlOp = "remove"
-	// ControlUpdate: the schedule changed; re-read the record.
-	ControlUpdate ControlOp = "update"
-	// ControlResync: the Store's connection came back; re-read every
+	ctlPause  controlOp = "pause"
+	ctlResume controlOp = "resume"
+	ctlRemove controlOp = "remove"
+	// ctlUpdate: the schedule changed; re-read the record.
+	ctlUpdate controlOp = "update"
+	// ctlResync: the Store's connection came back; re-read every
 	// record (Name is "").
-	ControlResync ControlOp = "resync"
+	ctlResync controlOp = "resync"
 )
 
-// Control is one control message.
-type Control struct {
-	Op   ControlOp
+// controlMsg is one control message.
+type controlMsg struct {
+	Op   controlOp
 	Name string
 }

@@ -433,17 +433,17 @@ func (e *Engine) detach(owner string) {
 // applyControl applies a pause, resume or remove to the task here; it
 // reports whether the task is registered here. local is true for a
 // control of a local task (no Store involved).
-func (e *Engine) applyControl(c Control, local bool) bool {
+func (e *Engine) applyControl(c controlMsg, local bool) bool {
 	t := e.tasks[c.Name]
 	if t == nil || (local && t.dist) {
 		return false
 	}
 	switch c.Op {
-	case ControlPause:
+	case ctlPause:
 		t.paused = true
 		t.next = 0
 		e.unschedule(&t.fire)
-	case ControlResume:
+	case ctlResume:
 		if !t.paused {
 			return true
 		}
@@ -454,7 +454,7 @@ func (e *Engine) applyControl(c Control, local bool) bool {
 		} else {
 			e.planLocal(t, e.nowNs()/int64(time.Millisecond))
 		}
-	case ControlRemove:
+	case ctlRemove:
 		e.drop(t)
 	}
 	return true
