@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -357,9 +358,10 @@ func testControl(t *testing.T, b backend) {
 	cl.advance(500*time.Millisecond, 10*time.Millisecond)
 	before := len(log.all())
 	do(t, cl.es[2].Pause("hb"))
-	cl.settle()
-	for i := range cl.es {
-		awaitInfo(t, cl, i, "hb", func(i Info) bool { return i.Status == StatusPaused })
+	// Every engine hears it on the control channel (not only from the
+	// record, which its next claim would read).
+	for i, e := range cl.es {
+		awaitLocal(t, e, func() bool { tk := e.tasks["hb"]; return tk != nil && tk.paused }, fmt.Sprintf("engine %d paused", i))
 	}
 	cl.advance(time.Second, 10*time.Millisecond)
 	if n := len(log.all()); n != before {
@@ -376,7 +378,9 @@ func testControl(t *testing.T, b backend) {
 		t.Fatalf("after resume: %+v (firings while paused are not missed)", info)
 	}
 	do(t, cl.es[0].Remove("hb"))
-	cl.settle()
+	for i, e := range cl.es {
+		awaitLocal(t, e, func() bool { return e.tasks["hb"] == nil }, fmt.Sprintf("engine %d removed", i))
+	}
 	cl.advance(500*time.Millisecond, 10*time.Millisecond)
 	if n := len(log.all()); n != after {
 		t.Fatalf("%d runs after remove", n-after)
@@ -652,4 +656,24 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// awaitLocal waits until cond, run on e's loop, holds (a control message
+// is delivered asynchronously on Redis).
+func awaitLocal(t *testing.T, e *Engine, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ok := false
+		if err := e.call(func() { ok = cond() }); err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

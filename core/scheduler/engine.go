@@ -27,7 +27,7 @@ type Config struct {
 	// scheduler.distributed.enabled = false.
 	LocalOnly bool
 	// Events receives lifecycle events, on the loop goroutine; it must not
-	// block. nil: none.
+	// block nor run Engine operations synchronously. nil: none.
 	Events func(Event)
 	// Log gets warnings (lost leases, an unreachable Store). nil: discard.
 	Log *slog.Logger

@@ -243,9 +243,12 @@ type Firing struct {
 }
 
 // RunFunc runs a firing. It is called on the Engine's loop goroutine and
-// must not block: start the work elsewhere (the Lua binding posts a task to
-// its runtime) and call done when it ends, from any goroutine, with nil or
-// the run's error. done may be called once; later calls are ignored.
+// must not block, nor run an Engine operation synchronously (an Op's Do
+// waits for the loop, which is busy calling the RunFunc): start the work
+// elsewhere (the Lua binding posts a task to its runtime) and call done
+// when it ends, from any goroutine, with nil or the run's error. done may
+// be called once; later calls are ignored. A panic is caught and counts as
+// the attempt's error.
 type RunFunc func(f Firing, done func(err error))
 
 // Task is what Register takes.
