@@ -67,6 +67,17 @@ func TestRealTimeExactlyOnce(t *testing.T) {
 				}
 			}
 			end := time.Now()
+			// Pause from one process reaches the others over the control
+			// channel (logged, not asserted: timing belongs to benchmarks).
+			live := (killed + 1) % len(es)
+			t0 := time.Now()
+			do(t, es[live].Pause("hb"))
+			for i, e := range es {
+				if i != killed {
+					awaitLocal(t, e, func() bool { tk := e.tasks["hb"]; return tk != nil && tk.paused }, "paused")
+				}
+			}
+			t.Logf("pause applied in every live process after %v", time.Since(t0))
 			for i, e := range es {
 				if i != killed {
 					closeEngine(t, e)
