@@ -1,0 +1,298 @@
+package ratelimit
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shieldrt/shieldglobal/internal/testredis"
+)
+
+// The accuracy simulations: several Sets ("processes") share one limiter
+// on one Redis, in real time, with a short sync interval so a few seconds
+// hold many intervals. Each process sends requests at a fixed pace (so the
+// test costs little CPU) far above its share.
+
+const simInterval = 100 * time.Millisecond
+
+// sim is one simulated process.
+type sim struct {
+	set *Set
+	tb  *TokenBucket
+
+	mu      sync.Mutex
+	allowed []int // allowed per slot of the run
+	sent    int
+}
+
+// slot is the resolution of the per-process timelines.
+const slot = 50 * time.Millisecond
+
+func newSims(t *testing.T, c redis.UniversalClient, prefix string, n int, o Options) []*sim {
+	t.Helper()
+	sims := make([]*sim, n)
+	for i := range sims {
+		s := NewRedis(c, prefix, Config{SyncInterval: simInterval, Logger: quietLogger(), ProcessID: fmt.Sprintf("p%d", i)})
+		s.Start()
+		if err := s.SyncNow(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		tb, err := s.TokenBucket("api", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sims[i] = &sim{set: s, tb: tb}
+		t.Cleanup(s.Stop)
+	}
+	// Every process now knows how many there are (the first ones counted
+	// only those before them).
+	for _, p := range sims {
+		if err := p.set.SyncNow(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sims
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// drive makes p send perSec requests per second of key, paced every
+// millisecond, from start until start+d or until stop is closed,
+// recording what was allowed.
+func (p *sim) drive(key string, perSec float64, start time.Time, d time.Duration, stop <-chan struct{}) {
+	p.mu.Lock()
+	p.allowed = make([]int, int(d/slot)+1)
+	p.mu.Unlock()
+	owed := 0.0
+	for tick := 0; ; tick++ {
+		at := start.Add(time.Duration(tick) * time.Millisecond)
+		if at.Sub(start) >= d {
+			return
+		}
+		if w := time.Until(at); w > 0 {
+			time.Sleep(w)
+		}
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		i := int(time.Since(start) / slot)
+		for owed += perSec / 1000; owed >= 1; owed-- {
+			ok, _ := p.tb.Allow(key, 1)
+			p.mu.Lock()
+			p.sent++
+			if ok && i < len(p.allowed) {
+				p.allowed[i]++
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+// total returns what p was allowed in slots [from, to).
+func (p *sim) total(from, to time.Duration) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for i := int(from / slot); i < int(to/slot) && i < len(p.allowed); i++ {
+		n += p.allowed[i]
+	}
+	return n
+}
+
+// run drives every sim with its pace (requests/s) for d, all starting
+// together.
+func run(sims []*sim, key string, perSec []float64, d time.Duration, stops []chan struct{}) {
+	start := time.Now().Add(20 * time.Millisecond)
+	var wg sync.WaitGroup
+	for i, p := range sims {
+		var stop chan struct{}
+		if stops != nil {
+			stop = stops[i]
+		}
+		wg.Go(func() { p.drive(key, perSec[i], start, d, stop) })
+	}
+	wg.Wait()
+}
+
+func within(got, want, tol float64) bool { return math.Abs(got-want) <= tol*want }
+
+// accuracy runs sims at their paces for d on one key and checks the total
+// against burst + rate*d within ±5%, and that every process that wants
+// more than a third of the rate gets at least 90% of a third of it over
+// the run (besides its part of the burst), and every process that wants
+// less gets nearly all it asks for. It returns the totals.
+func accuracy(t *testing.T, sims []*sim, o Options, perSec []float64, d time.Duration) []int {
+	t.Helper()
+	run(sims, "k", perSec, d, nil)
+	total := 0
+	got := make([]int, len(sims))
+	for i, p := range sims {
+		got[i] = p.total(0, d)
+		total += got[i]
+		t.Logf("process %d: sent %d (%.0f/s), allowed %d", i, p.sent, perSec[i], got[i])
+	}
+	want := o.Burst + o.Rate*d.Seconds()
+	t.Logf("total allowed %d, ideal %.0f: %+.2f%%", total, want, 100*(float64(total)-want)/want)
+	if !within(float64(total), want, 0.05) {
+		t.Errorf("total allowed %d, want %.0f ± 5%%", total, want)
+	}
+	third := o.Rate / float64(len(sims))
+	for i, p := range sims {
+		switch {
+		case perSec[i] > third:
+			if min := 0.9 * third * d.Seconds(); float64(got[i]) < min {
+				t.Errorf("process %d wants %.0f/s, more than a third (%.1f/s), and got %d: want >= %.0f", i, perSec[i], third, got[i], min)
+			}
+		default:
+			if float64(got[i]) < 0.95*float64(p.sent) {
+				t.Errorf("process %d wants %.0f/s, less than a third, and got %d of %d", i, perSec[i], got[i], p.sent)
+			}
+		}
+	}
+	return got
+}
+
+// The issue's figures: 3 processes, one key of 100/s with burst 200.
+var issueOptions = Options{Rate: 100, Burst: 200}
+
+func TestGlobalRateEvenDemand(t *testing.T) {
+	sims := newSims(t, testredis.Standalone(t), testredis.Prefix(t), 3, issueOptions)
+	accuracy(t, sims, issueOptions, []float64{1000, 1000, 1000}, 4*time.Second)
+}
+
+func TestGlobalRateOneProcessSendsTenTimesMore(t *testing.T) {
+	sims := newSims(t, testredis.Standalone(t), testredis.Prefix(t), 3, issueOptions)
+	got := accuracy(t, sims, issueOptions, []float64{2000, 200, 200}, 4*time.Second)
+	// Everyone wants more than a third: equal shares, whoever sends more.
+	for i := 1; i < 3; i++ {
+		if !within(float64(got[i]), float64(got[0]), 0.15) {
+			t.Errorf("process %d got %d, process 0 (10x the requests) %d: want equal shares within 15%%", i, got[i], got[0])
+		}
+	}
+}
+
+func TestGlobalRateLightProcessesGetTheirDemand(t *testing.T) {
+	sims := newSims(t, testredis.Standalone(t), testredis.Prefix(t), 3, issueOptions)
+	// Two processes want 20/s each, below a third: the third takes the rest.
+	got := accuracy(t, sims, issueOptions, []float64{200, 20, 20}, 4*time.Second)
+	if float64(got[0]) < 0.9*(issueOptions.Rate-40)*4 {
+		t.Errorf("process 0 got %d: want about the 60/s the others leave", got[0])
+	}
+}
+
+func TestGlobalRateOnCluster(t *testing.T) {
+	sims := newSims(t, testredis.Cluster(t), testredis.Prefix(t), 3, issueOptions)
+	accuracy(t, sims, issueOptions, []float64{1000, 1000, 1000}, 3*time.Second)
+}
+
+// rateIn returns what sims together were allowed per second in [from, to).
+func rateIn(sims []*sim, from, to time.Duration) float64 {
+	n := 0
+	for _, p := range sims {
+		n += p.total(from, to)
+	}
+	return float64(n) / (to - from).Seconds()
+}
+
+// takeover returns how long after at the processes in sims were together
+// allowed at least 90% of rate over a window of one interval, scanning
+// slot by slot.
+func takeover(sims []*sim, rate float64, at, end, interval time.Duration) (time.Duration, bool) {
+	for from := at; from+interval <= end; from += slot {
+		if rateIn(sims, from, from+interval) >= 0.9*rate {
+			return from + interval - at, true
+		}
+	}
+	return 0, false
+}
+
+func TestKilledProcessShareGoesToTheOthers(t *testing.T) {
+	// A finer rate, so 50ms slots resolve the hand-over.
+	o := Options{Rate: 1000, Burst: 200}
+	c := testredis.Standalone(t)
+	prefix := testredis.Prefix(t)
+	// The victim has its own client: closing it is a crash as far as
+	// Redis can tell (no farewell, no more reports).
+	victim := redis.NewClient(&redis.Options{Addr: c.Options().Addr, MaxRetries: -1})
+	sims := newSims(t, c, prefix, 2, o)
+	vs := NewRedis(victim, prefix, Config{SyncInterval: simInterval, Logger: quietLogger(), ProcessID: "victim"})
+	vs.Start()
+	t.Cleanup(vs.Stop)
+	vtb, err := vs.TokenBucket("api", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sims = append(sims, &sim{set: vs, tb: vtb})
+	for _, p := range sims {
+		if err := p.set.SyncNow(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	const d, kill = 4 * time.Second, 2 * time.Second
+	stops := []chan struct{}{nil, nil, make(chan struct{})}
+	go func() {
+		time.Sleep(kill + 20*time.Millisecond) // run starts 20ms late
+		close(stops[2])
+		victim.Close()
+	}()
+	run(sims, "k", []float64{10000, 10000, 10000}, d, stops)
+
+	before := rateIn(sims, time.Second, kill)
+	t.Logf("before the kill: %.0f/s together (victim %.0f/s)", before, rateIn(sims[2:], time.Second, kill))
+	took, ok := takeover(sims[:2], o.Rate, kill, d, simInterval)
+	if !ok {
+		t.Fatalf("the survivors never reached 90%% of the rate after the kill: %.0f/s", rateIn(sims[:2], kill, d))
+	}
+	t.Logf("survivors at 90%% of the rate %v after the kill (%.1f intervals); after that %.0f/s",
+		took, float64(took)/float64(simInterval), rateIn(sims[:2], kill+took, d))
+	if took > 2*simInterval {
+		t.Errorf("takeover took %v, want within two intervals (%v)", took, 2*simInterval)
+	}
+	if r := rateIn(sims[:2], kill+2*simInterval, d); !within(r, o.Rate, 0.05) {
+		t.Errorf("survivors after the takeover: %.0f/s, want %.0f ± 5%%", r, o.Rate)
+	}
+	// Never more than the rate while the victim's lease runs out.
+	if n := rateIn(sims, kill, kill+2*simInterval) * (2 * simInterval).Seconds(); n > o.Rate*(2*simInterval).Seconds()*1.05 {
+		t.Errorf("%.0f allowed in the two intervals after the kill: over the rate", n)
+	}
+}
+
+func TestLateProcessGetsItsShare(t *testing.T) {
+	o := Options{Rate: 1000, Burst: 200}
+	c := testredis.Standalone(t)
+	sims := newSims(t, c, testredis.Prefix(t), 3, o)
+	const d, join = 4 * time.Second, 2 * time.Second
+	start := time.Now().Add(20 * time.Millisecond)
+	var wg sync.WaitGroup
+	for i, p := range sims {
+		if i == 2 {
+			wg.Go(func() {
+				time.Sleep(time.Until(start.Add(join)))
+				p.drive("k", 10000, start.Add(join), d-join, nil)
+			})
+			continue
+		}
+		wg.Go(func() { p.drive("k", 10000, start, d, nil) })
+	}
+	wg.Wait()
+	// The late one's timeline starts at its own start.
+	late := sims[2].total(0, d-join)
+	early := rateIn(sims[:2], join+2*simInterval, d) * (d - join - 2*simInterval).Seconds()
+	t.Logf("from %v on: the two early processes %.0f, the late one %d (of which its first two intervals %d)",
+		join, early, late, sims[2].total(0, 2*simInterval))
+	if r := float64(sims[2].total(2*simInterval, d-join)) / (d - join - 2*simInterval).Seconds(); !within(r, o.Rate/3, 0.10) {
+		t.Errorf("late process after two intervals: %.0f/s, want a third of %.0f ± 10%%", r, o.Rate)
+	}
+	if r := rateIn(sims[:2], join+2*simInterval, d) + float64(sims[2].total(2*simInterval, d-join))/(d-join-2*simInterval).Seconds(); !within(r, o.Rate, 0.05) {
+		t.Errorf("all three after the join: %.0f/s, want %.0f ± 5%%", r, o.Rate)
+	}
+}

@@ -1,0 +1,71 @@
+package ratelimit
+
+import (
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shieldrt/shieldglobal/core/store"
+)
+
+// The sliding-window scripts; each file's header lists its KEYS, ARGV and
+// replies.
+var (
+	//go:embed scripts/window_allow.lua
+	windowAllowSrc string
+	//go:embed scripts/window_remaining.lua
+	windowRemainingSrc string
+
+	windowAllowScript     = store.NewScript("ratelimit/window_allow.lua", windowAllowSrc)
+	windowRemainingScript = store.NewScript("ratelimit/window_remaining.lua", windowRemainingSrc)
+)
+
+// redisWindow counts requests in one sorted set per key, on the server's
+// clock: store.Keys.RateLimitWindow(name, key).
+type redisWindow struct {
+	c      redis.UniversalClient
+	keys   store.Keys
+	name   string
+	window int64 // µs
+	max    int64
+}
+
+func newRedisWindow(s *Set, name string, o Options) *redisWindow {
+	return &redisWindow{c: s.c, keys: s.keys, name: name, window: o.Window.Microseconds(), max: o.MaxRequests}
+}
+
+func (w *redisWindow) allow(key string, n int64, decide func(Decision) Decision) *store.Op[Decision] {
+	cmd := windowAllowScript.Cmd([]string{w.keys.RateLimitWindow(w.name, key)}, w.window, w.max, n)
+	return store.Commands(w.c, func() (Decision, error) {
+		r := store.ReadReply(fmt.Sprintf("ratelimit: allow %q of %q", key, w.name), cmd.Cmd)
+		ok, remaining, retry := r.Int(), r.Int(), r.Int()
+		if err := r.End(); err != nil {
+			return Decision{}, err
+		}
+		d := Decision{Allowed: ok == 1, Remaining: remaining}
+		if !d.Allowed {
+			d.Reason = Rejected
+			d.RetryAfter = -1
+			if retry >= 0 {
+				d.RetryAfter = time.Duration(retry) * time.Microsecond
+			}
+		}
+		return decide(d), nil
+	}, cmd)
+}
+
+func (w *redisWindow) remaining(key string) *store.Op[int64] {
+	cmd := windowRemainingScript.Cmd([]string{w.keys.RateLimitWindow(w.name, key)}, w.window, w.max)
+	return store.Commands(w.c, func() (int64, error) {
+		r := store.ReadReply(fmt.Sprintf("ratelimit: remaining %q of %q", key, w.name), cmd.Cmd)
+		n := r.Int()
+		return n, r.End()
+	}, cmd)
+}
+
+// active is 0: a Redis window keeps no local state.
+func (w *redisWindow) active() int { return 0 }
+
+func (w *redisWindow) cleanup(int64) {}
