@@ -13,6 +13,9 @@ const (
 	numShards = 1 << shardBits
 	shardMask = numShards - 1
 	dayNanos  = int64(24 * time.Hour)
+	// epsilon absorbs float rounding in token counts: 0.9999999999999999
+	// tokens are a token.
+	epsilon = 1e-9
 )
 
 // TokenBucket is a token-bucket limiter: one bucket of Rate tokens per
@@ -179,7 +182,7 @@ func (l *TokenBucket) Allow(key string, n int) (bool, Reason) {
 	k.lastUse = now
 	need := float64(n)
 	k.wanted += need
-	if k.level >= need {
+	if k.level >= need-epsilon {
 		k.level -= need
 		sh.allowed++
 		if now > k.leaseEnd {
@@ -244,7 +247,7 @@ func (l *TokenBucket) Remaining(key string) int64 {
 		lvl = l.start(now).level
 	}
 	sh.mu.Unlock()
-	return int64(math.Max(0, math.Floor(lvl)))
+	return int64(math.Max(0, math.Floor(lvl+epsilon)))
 }
 
 // Delay returns how long until key's bucket holds n tokens at its current
@@ -267,7 +270,7 @@ func (l *TokenBucket) Delay(key string, n int) (d time.Duration, ok bool) {
 	sh.mu.Unlock()
 	need := float64(n)
 	switch {
-	case b.level >= need:
+	case b.level >= need-epsilon:
 		return 0, true
 	case need > b.cap || b.rate <= 0:
 		return 0, false

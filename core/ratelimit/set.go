@@ -36,7 +36,7 @@ type Set struct {
 	windows  []*SlidingWindow
 
 	wakeCh  chan struct{}
-	syncReq chan chan error
+	calls   chan func() // run on the loop (SyncNow)
 	stopCh  chan struct{}
 	done    chan struct{}
 	started atomic.Bool
@@ -95,7 +95,7 @@ func newSet(c redis.UniversalClient, prefix string, cfg Config) *Set {
 		minGap:   int64(cfg.SyncInterval / 4),
 		limiters: make(map[string]Limiter),
 		wakeCh:   make(chan struct{}, 1),
-		syncReq:  make(chan chan error),
+		calls:    make(chan func()),
 		stopCh:   make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -273,20 +273,29 @@ func (s *Set) Stop() {
 // stopped), ctx's error, the round's error (what failed, on which
 // limiter).
 func (s *Set) SyncNow(ctx context.Context) error {
+	var err error
+	if e := s.onLoop(ctx, func() { err = s.round(roundFull) }); e != nil {
+		return e
+	}
+	return err
+}
+
+// onLoop runs f on the Set's goroutine and waits until it returned.
+func (s *Set) onLoop(ctx context.Context, f func()) error {
 	if !s.started.Load() || s.stopped.Load() {
 		return ErrStopped
 	}
-	reply := make(chan error, 1)
+	ran := make(chan struct{})
 	select {
-	case s.syncReq <- reply:
+	case s.calls <- func() { f(); close(ran) }:
 	case <-s.done:
 		return ErrStopped
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	select {
-	case err := <-reply:
-		return err
+	case <-ran:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -324,8 +333,8 @@ func (s *Set) run() {
 			return
 		case <-tick:
 			s.round(roundFull)
-		case reply := <-s.syncReq:
-			reply <- s.round(roundFull)
+		case f := <-s.calls:
+			f()
 		case <-s.wakeCh:
 			s.round(roundPending)
 		case <-hint.C:

@@ -1,11 +1,14 @@
 package ratelimit
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,13 +196,14 @@ func TestGlobalRateOnCluster(t *testing.T) {
 	accuracy(t, sims, issueOptions, []float64{1000, 1000, 1000}, 3*time.Second)
 }
 
-// rateIn returns what sims together were allowed per second in [from, to).
+// rateIn returns what sims together were allowed per second in [from, to)
+// (rounded down to whole slots).
 func rateIn(sims []*sim, from, to time.Duration) float64 {
 	n := 0
 	for _, p := range sims {
 		n += p.total(from, to)
 	}
-	return float64(n) / (to - from).Seconds()
+	return float64(n) / (time.Duration(int(to/slot)-int(from/slot)) * slot).Seconds()
 }
 
 // takeover returns how long after at the processes in sims were together
@@ -294,5 +298,150 @@ func TestLateProcessGetsItsShare(t *testing.T) {
 	}
 	if r := rateIn(sims[:2], join+2*simInterval, d) + float64(sims[2].total(2*simInterval, d-join))/(d-join-2*simInterval).Seconds(); !within(r, o.Rate, 0.05) {
 		t.Errorf("all three after the join: %.0f/s, want %.0f ± 5%%", r, o.Rate)
+	}
+}
+
+// records is a slog.Handler that keeps the messages it gets.
+type records struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	r.msgs = append(r.msgs, rec.Level.String()+" "+rec.Message)
+	r.mu.Unlock()
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+// count returns how many messages start with prefix.
+func (r *records) count(prefix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, m := range r.msgs {
+		if strings.HasPrefix(m, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestRedisStoppedMidRun(t *testing.T) {
+	srv := testredis.StartServer(t)
+	o := Options{Rate: 1000, Burst: 200}
+	logs := &records{}
+	var sims []*sim
+	var windows []*SlidingWindow
+	for i := range 2 {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1, DialTimeout: 100 * time.Millisecond})
+		t.Cleanup(func() { c.Close() })
+		s := NewRedis(c, "outage:", Config{SyncInterval: simInterval, Logger: slog.New(logs), ProcessID: fmt.Sprintf("p%d", i)})
+		s.Start()
+		t.Cleanup(s.Stop)
+		tb, err := s.TokenBucket("api", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := s.SlidingWindow("strict", Options{Window: time.Second, MaxRequests: 1_000_000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sims = append(sims, &sim{set: s, tb: tb})
+		windows = append(windows, w)
+	}
+	for _, p := range sims {
+		if err := p.set.SyncNow(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	const d, down, up = 4 * time.Second, 1500 * time.Millisecond, 2500 * time.Millisecond
+	// Sliding-window requests alongside, one per 10ms per process.
+	type tally struct{ allowed, unavailable, other int }
+	tallies := make([][4]tally, 2) // before, during, just after (not checked), after the outage
+	var phase atomic.Int32
+	stopWindows := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, w := range windows {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stopWindows:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				p := phase.Load()
+				dec, err := w.Allow(context.Background(), "k", 1)
+				switch {
+				case err != nil:
+					t.Errorf("sliding window: %v", err)
+				case dec.Allowed:
+					tallies[i][p].allowed++
+				case dec.Reason == Unavailable:
+					tallies[i][p].unavailable++
+				default:
+					tallies[i][p].other++
+				}
+			}
+		})
+	}
+	go func() {
+		time.Sleep(down + 20*time.Millisecond)
+		phase.Store(1)
+		srv.Stop()
+		time.Sleep(up - down)
+		phase.Store(2)
+		srv.Start()
+		time.Sleep(3 * simInterval) // let the first calls after the restart through
+		phase.Store(3)
+	}()
+	run(sims, "k", []float64{5000, 5000}, d, nil)
+	close(stopWindows)
+	wg.Wait()
+
+	lease := simInterval + leaseMargin(simInterval)
+	before := rateIn(sims, time.Second, down)
+	during := rateIn(sims, down+lease, up)
+	after := rateIn(sims, up+3*simInterval, d)
+	t.Logf("token bucket, together: before %.0f/s, Redis down %.0f/s, after it is back %.0f/s", before, during, after)
+	for i, p := range sims {
+		st := p.tb.Stats()
+		t.Logf("process %d: degraded decisions %d, allowed %d, rejected %d", i, st.Degraded, st.Allowed, st.Rejected)
+		if st.Degraded == 0 {
+			t.Errorf("process %d counted no degraded decisions", i)
+		}
+	}
+	if !within(before, o.Rate, 0.05) || !within(after, o.Rate, 0.05) {
+		t.Errorf("with Redis up: %.0f/s before, %.0f/s after; want %.0f ± 5%%", before, after, o.Rate)
+	}
+	// Each process keeps its last share: together still about the rate.
+	if !within(during, o.Rate, 0.10) {
+		t.Errorf("with Redis down: %.0f/s; want the kept shares, %.0f ± 10%%", during, o.Rate)
+	}
+	for i := range windows {
+		t.Logf("sliding window %d: before %+v, during %+v, after %+v", i, tallies[i][0], tallies[i][1], tallies[i][3])
+		if tallies[i][0].allowed == 0 || tallies[i][0].unavailable != 0 {
+			t.Errorf("sliding window %d before the outage: %+v", i, tallies[i][0])
+		}
+		if tallies[i][1].unavailable == 0 || tallies[i][1].allowed != 0 || tallies[i][1].other != 0 {
+			t.Errorf("sliding window %d during the outage: %+v; want unavailable", i, tallies[i][1])
+		}
+		if tallies[i][3].allowed == 0 || tallies[i][3].unavailable != 0 {
+			t.Errorf("sliding window %d after the outage: %+v; want allowed again", i, tallies[i][3])
+		}
+		if got, saw := windows[i].Stats().Unavailable, tallies[i][1].unavailable+tallies[i][2].unavailable; got != uint64(saw) {
+			t.Errorf("sliding window %d counted %d unavailable, saw %d", i, got, saw)
+		}
+	}
+	// One warning and one recovery notice per limiter and process.
+	for _, m := range []string{"WARN rate limiter cannot reach", "INFO rate limiter reaches Redis again",
+		"WARN sliding-window rate limiter cannot reach", "INFO sliding-window rate limiter reaches"} {
+		if n := logs.count(m); n != 2 {
+			t.Errorf("%q logged %d times, want once per process (2)", m, n)
+		}
 	}
 }
