@@ -42,11 +42,11 @@ import (
 var (
 	// ErrInvalid is wrapped by every function given an invalid argument:
 	// a bad limiter name or option (the error names the option and its
-	// value), or a sliding-window key count n < 1.
+	// value), or a sliding-window request count n < 1.
 	ErrInvalid = errors.New("ratelimit: invalid argument")
-	// ErrConflict is returned by Set.Limiter (and TokenBucket,
-	// SlidingWindow) when a limiter of that name already exists in the Set
-	// with other options.
+	// ErrConflict is returned by Set.Limiter (and Set.TokenBucket,
+	// Set.SlidingWindow) when a limiter of that name already exists in the
+	// Set with other options.
 	ErrConflict = errors.New("ratelimit: limiter exists with other options")
 	// ErrStopped is returned by Set.SyncNow after Stop.
 	ErrStopped = errors.New("ratelimit: set stopped")
@@ -81,11 +81,12 @@ const (
 // sliding window takes Window and MaxRequests. Setting an option of the
 // other algorithm is an error.
 type Options struct {
-	// Algorithm selects the algorithm. "" means SlidingWindow when Sliding
-	// is set, else the Set's default (rate_limiter.algorithm, normally
-	// TokenBucket).
+	// Algorithm selects the algorithm. "" means AlgorithmSlidingWindow
+	// when Sliding is set, else the Set's default (rate_limiter.algorithm,
+	// normally AlgorithmTokenBucket).
 	Algorithm Algorithm
-	// Sliding selects SlidingWindow (the Lua option sliding = true).
+	// Sliding selects AlgorithmSlidingWindow (the Lua option sliding =
+	// true).
 	Sliding bool
 
 	// Rate is the token bucket's refill rate in tokens per second, for the
@@ -171,7 +172,7 @@ type Limiter interface {
 // from the rate_limiter config section.
 type Config struct {
 	// Algorithm is the default algorithm (rate_limiter.algorithm); ""
-	// means TokenBucket.
+	// means AlgorithmTokenBucket.
 	Algorithm Algorithm
 	// SyncInterval is how often a token bucket reports to Redis
 	// (rate_limiter.sync_interval); 0 means 1s.

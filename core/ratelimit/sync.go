@@ -221,7 +221,11 @@ func (s *Set) heartbeat(bye bool) *store.Op[int64] {
 // exec sends calls (and the process heartbeat if beat) as one pipeline
 // and applies each reply. bye: the calls are a farewell.
 func (s *Set) exec(calls []*call, beat, bye bool) error {
-	ctx, cancel := context.WithTimeout(context.Background(), max(s.cfg.SyncInterval, time.Second))
+	timeout := min(max(s.cfg.SyncInterval, time.Second), 5*time.Second)
+	if bye {
+		timeout = time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var b store.Batch
 	var hb *store.Op[int64]

@@ -39,10 +39,10 @@ func newRedisWindow(s *Set, name string, o Options) *redisWindow {
 func (w *redisWindow) allow(key string, n int64, decide func(Decision) Decision) *store.Op[Decision] {
 	cmd := windowAllowScript.Cmd([]string{w.keys.RateLimitWindow(w.name, key)}, w.window, w.max, n)
 	return store.Commands(w.c, func() (Decision, error) {
-		r := store.ReadReply(fmt.Sprintf("ratelimit: allow %q of %q", key, w.name), cmd.Cmd)
+		r := store.ReadReply("window_allow.lua", cmd.Cmd)
 		ok, remaining, retry := r.Int(), r.Int(), r.Int()
 		if err := r.End(); err != nil {
-			return Decision{}, err
+			return Decision{}, fmt.Errorf("ratelimit: %q: allow %q: %w", w.name, key, err)
 		}
 		d := Decision{Allowed: ok == 1, Remaining: remaining}
 		if !d.Allowed {
@@ -59,9 +59,12 @@ func (w *redisWindow) allow(key string, n int64, decide func(Decision) Decision)
 func (w *redisWindow) remaining(key string) *store.Op[int64] {
 	cmd := windowRemainingScript.Cmd([]string{w.keys.RateLimitWindow(w.name, key)}, w.window, w.max)
 	return store.Commands(w.c, func() (int64, error) {
-		r := store.ReadReply(fmt.Sprintf("ratelimit: remaining %q of %q", key, w.name), cmd.Cmd)
+		r := store.ReadReply("window_remaining.lua", cmd.Cmd)
 		n := r.Int()
-		return n, r.End()
+		if err := r.End(); err != nil {
+			return 0, fmt.Errorf("ratelimit: %q: remaining %q: %w", w.name, key, err)
+		}
+		return n, nil
 	}, cmd)
 }
 
