@@ -221,6 +221,34 @@ func TestUnreachableRedisFromTheStart(t *testing.T) {
 	}
 }
 
+func TestBatchedSlidingWindowOpsOnADeadRedisAreUnavailable(t *testing.T) {
+	// Several ops in one pipeline: when dialing times out after the last
+	// retry, go-redis settles them with neither a reply nor an error; that
+	// is unavailability, not a reply of the wrong shape. 192.0.2.1
+	// (TEST-NET-1) does not answer, so the dial times out.
+	dead := redis.NewClient(&redis.Options{Addr: "192.0.2.1:6379", MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
+	t.Cleanup(func() { dead.Close() })
+	s := NewRedis(dead, "x:", Config{Logger: quietLogger()})
+	w, _ := s.SlidingWindow("sw", Options{Window: time.Second, MaxRequests: 5})
+	var b store.Batch
+	var ops []*store.Op[Decision]
+	for i := range 3 {
+		o := w.AllowOp(fmt.Sprint("k", i), 1)
+		b.Add(o)
+		ops = append(ops, o)
+	}
+	b.Exec(context.Background())
+	for i, o := range ops {
+		d, err := w.Outcome(o.Result())
+		if err != nil || d.Allowed || d.Reason != Unavailable {
+			t.Fatalf("op %d: %+v %v, want unavailable", i, d, err)
+		}
+	}
+	if st := w.Stats(); st.Unavailable != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
 func TestSlidingWindowOpIsOneScriptCall(t *testing.T) {
 	c := testredis.Standalone(t)
 	s := NewRedis(c, testredis.Prefix(t), Config{Logger: quietLogger()})

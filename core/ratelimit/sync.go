@@ -139,6 +139,9 @@ func (l *TokenBucket) call(reps []report, bye bool) *call {
 	cmd := shareScript.Cmd(keys, args...)
 	const what = "share.lua"
 	decode := func() (shareReply, error) {
+		if noReply(cmd.Cmd) {
+			return shareReply{}, errNoReply
+		}
 		r := store.ReadReply(what, cmd.Cmd)
 		out := shareReply{procs: r.Int(), shares: make([]share, 0, len(reps))}
 		for range reps {
@@ -212,6 +215,9 @@ func (s *Set) heartbeat(bye bool) *store.Op[int64] {
 	cmd := heartbeatScript.Cmd([]string{s.keys.RateLimitProcesses()}, s.pid,
 		(s.cfg.SyncInterval + s.margin).Milliseconds(), byeArg)
 	return store.Commands(s.c, func() (int64, error) {
+		if noReply(cmd.Cmd) {
+			return 0, errNoReply
+		}
 		r := store.ReadReply("heartbeat.lua", cmd.Cmd)
 		n := r.Int()
 		return n, r.End()

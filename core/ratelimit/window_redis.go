@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,6 +23,14 @@ var (
 	windowRemainingScript = store.NewScript("ratelimit/window_remaining.lua", windowRemainingSrc)
 )
 
+// errNoReply is wrapped when a command settled with neither a reply nor an
+// error: go-redis leaves a pipeline's commands so when it could not get a
+// connection after its last retry. It means Redis was not reached.
+var errNoReply = errors.New("no reply from Redis (connection failed)")
+
+// noReply reports a command that was never answered.
+func noReply(cmd *redis.Cmd) bool { return cmd.Err() == nil && cmd.Val() == nil }
+
 // redisWindow counts requests in one sorted set per key, on the server's
 // clock: store.Keys.RateLimitWindow(name, key).
 type redisWindow struct {
@@ -39,6 +48,9 @@ func newRedisWindow(s *Set, name string, o Options) *redisWindow {
 func (w *redisWindow) allow(key string, n int64, decide func(Decision) Decision) *store.Op[Decision] {
 	cmd := windowAllowScript.Cmd([]string{w.keys.RateLimitWindow(w.name, key)}, w.window, w.max, n)
 	return store.Commands(w.c, func() (Decision, error) {
+		if noReply(cmd.Cmd) {
+			return Decision{}, fmt.Errorf("ratelimit: %q: allow %q: %w", w.name, key, errNoReply)
+		}
 		r := store.ReadReply("window_allow.lua", cmd.Cmd)
 		ok, remaining, retry := r.Int(), r.Int(), r.Int()
 		if err := r.End(); err != nil {
@@ -59,6 +71,9 @@ func (w *redisWindow) allow(key string, n int64, decide func(Decision) Decision)
 func (w *redisWindow) remaining(key string) *store.Op[int64] {
 	cmd := windowRemainingScript.Cmd([]string{w.keys.RateLimitWindow(w.name, key)}, w.window, w.max)
 	return store.Commands(w.c, func() (int64, error) {
+		if noReply(cmd.Cmd) {
+			return 0, fmt.Errorf("ratelimit: %q: remaining %q: %w", w.name, key, errNoReply)
+		}
 		r := store.ReadReply("window_remaining.lua", cmd.Cmd)
 		n := r.Int()
 		if err := r.End(); err != nil {
