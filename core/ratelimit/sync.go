@@ -140,7 +140,7 @@ func (l *TokenBucket) call(reps []report, bye bool) *call {
 	const what = "share.lua"
 	decode := func() (shareReply, error) {
 		if noReply(cmd.Cmd) {
-			return shareReply{}, errNoReply
+			return shareReply{}, noReplyErr(s.c)
 		}
 		r := store.ReadReply(what, cmd.Cmd)
 		out := shareReply{procs: r.Int(), shares: make([]share, 0, len(reps))}
@@ -216,7 +216,7 @@ func (s *Set) heartbeat(bye bool) *store.Op[int64] {
 		(s.cfg.SyncInterval + s.margin).Milliseconds(), byeArg)
 	return store.Commands(s.c, func() (int64, error) {
 		if noReply(cmd.Cmd) {
-			return 0, errNoReply
+			return 0, noReplyErr(s.c)
 		}
 		r := store.ReadReply("heartbeat.lua", cmd.Cmd)
 		n := r.Int()

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,6 +32,17 @@ var errNoReply = errors.New("no reply from Redis (connection failed)")
 // noReply reports a command that was never answered.
 func noReply(cmd *redis.Cmd) bool { return cmd.Err() == nil && cmd.Val() == nil }
 
+// noReplyErr is errNoReply naming where the client connects.
+func noReplyErr(c redis.UniversalClient) error {
+	switch c := c.(type) {
+	case *redis.Client:
+		return fmt.Errorf("%w: %s", errNoReply, c.Options().Addr)
+	case *redis.ClusterClient:
+		return fmt.Errorf("%w: %s", errNoReply, strings.Join(c.Options().Addrs, ","))
+	}
+	return errNoReply
+}
+
 // redisWindow counts requests in one sorted set per key, on the server's
 // clock: store.Keys.RateLimitWindow(name, key).
 type redisWindow struct {
@@ -49,7 +61,7 @@ func (w *redisWindow) allow(key string, n int64, decide func(Decision) Decision)
 	cmd := windowAllowScript.Cmd([]string{w.keys.RateLimitWindow(w.name, key)}, w.window, w.max, n)
 	return store.Commands(w.c, func() (Decision, error) {
 		if noReply(cmd.Cmd) {
-			return Decision{}, fmt.Errorf("ratelimit: %q: allow %q: %w", w.name, key, errNoReply)
+			return Decision{}, fmt.Errorf("ratelimit: %q: allow %q: %w", w.name, key, noReplyErr(w.c))
 		}
 		r := store.ReadReply("window_allow.lua", cmd.Cmd)
 		ok, remaining, retry := r.Int(), r.Int(), r.Int()
@@ -72,7 +84,7 @@ func (w *redisWindow) remaining(key string) *store.Op[int64] {
 	cmd := windowRemainingScript.Cmd([]string{w.keys.RateLimitWindow(w.name, key)}, w.window, w.max)
 	return store.Commands(w.c, func() (int64, error) {
 		if noReply(cmd.Cmd) {
-			return 0, fmt.Errorf("ratelimit: %q: remaining %q: %w", w.name, key, errNoReply)
+			return 0, fmt.Errorf("ratelimit: %q: remaining %q: %w", w.name, key, noReplyErr(w.c))
 		}
 		r := store.ReadReply("window_remaining.lua", cmd.Cmd)
 		n := r.Int()
