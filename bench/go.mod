@@ -8,6 +8,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/shieldrt/shieldglobal v0.0.0
 	github.com/yuin/gopher-lua v1.1.2
+	golang.org/x/time v0.16.0
 )
 
 require (
