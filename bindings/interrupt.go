@@ -35,6 +35,7 @@ type vmContext struct {
 const (
 	flagProbe  = 1 << iota // record the running line
 	flagTarget             // interrupt target when it runs
+	flagKill               // interrupt whatever runs
 )
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -43,11 +44,12 @@ func (c *vmContext) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (c *vmContext) Value(any) any               { return nil }
 
 // Done is called by the VM before every instruction of every task thread.
+// Nothing to do is a nil channel, which the VM's select skips cheapest.
 func (c *vmContext) Done() <-chan struct{} {
 	if c.flags.Load() != 0 {
 		return c.slow()
 	}
-	return c.kill
+	return nil
 }
 
 // slow runs on the loop goroutine, inside the VM.
@@ -58,10 +60,10 @@ func (c *vmContext) slow() <-chan struct{} {
 		c.line.Store(&line)
 		c.flags.And(^uint32(flagProbe))
 	}
-	if f&flagTarget != 0 && c.targeted() {
+	if f&flagKill != 0 || (f&flagTarget != 0 && c.targeted()) {
 		return closedChan
 	}
-	return c.kill
+	return nil
 }
 
 // targeted reports whether the running task is one to interrupt. Loop only.
@@ -84,7 +86,12 @@ func (c *vmContext) Err() error {
 
 func (c *vmContext) probe() { c.flags.Or(flagProbe) }
 
-func (c *vmContext) interrupt() { c.killOnce.Do(func() { close(c.kill) }) }
+func (c *vmContext) interrupt() {
+	c.killOnce.Do(func() {
+		close(c.kill)
+		c.flags.Or(flagKill)
+	})
+}
 
 func (c *vmContext) killed() bool {
 	select {
