@@ -26,9 +26,9 @@ type vmContext struct {
 	kill     chan struct{}
 	killOnce sync.Once
 	// flags is non-zero while probe or target is set: Done's slow path.
-	flags  atomic.Uint32
-	line atomic.Pointer[string]
-	rt   *Runtime
+	flags atomic.Uint32
+	line  atomic.Pointer[string]
+	rt    *Runtime
 
 	mu      sync.Mutex
 	targets map[*Group]error // groups whose tasks to interrupt, with the cause (InterruptGroup)

@@ -16,8 +16,8 @@ var taskIDs atomic.Int64
 // Task is a coroutine run by the loop: a script's main chunk, a callback or a
 // shield.spawn'ed function.
 type Task struct {
-	ID    int64
-	Name  string
+	ID      int64
+	Name    string
 	co      *lua.LState
 	tb      string // traceback captured when the task raised
 	done    func(err error)
