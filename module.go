@@ -35,6 +35,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/lock"
 	"github.com/shieldrt/shieldglobal/core/lock/local"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
+	"github.com/shieldrt/shieldglobal/core/rank"
 	"github.com/shieldrt/shieldglobal/core/store"
 )
 
@@ -102,8 +103,13 @@ type Module struct {
 	LocalLocks *local.Manager
 	Locks      lock.Backend
 
+	// Ranks is the leaderboard backend (shield.rank); nil when rank.enabled
+	// is false.
+	Ranks rank.Backend
+
 	global     *bindings.Global
 	locks      *bindings.Locks
+	ranks      *bindings.Ranks
 	redlock    []redis.UniversalClient // lock.redlock nodes
 	owner      bindings.Owner
 	ownsClient bool
@@ -152,7 +158,25 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 			return nil, err
 		}
 	}
+	if cfg.Rank.Enabled {
+		m.startRanks()
+	}
 	return m, nil
+}
+
+// startRanks builds the leaderboard backend: in-process on the memory
+// backend, else on Redis under the module's prefix. Periodic resets need a
+// scheduler (bindings.Ranks.Scheduler); without one shield.rank refuses the
+// reset option.
+func (m *Module) startRanks() {
+	c := m.Config.Rank
+	if m.Backend == BackendMemory {
+		m.Ranks = rank.NewMemory(nil)
+	} else {
+		m.Ranks = rank.NewRedis(m.Redis, m.Config.Global.Redis.Prefix)
+	}
+	m.ranks = &bindings.Ranks{Backend: m.Ranks, MaxMembers: c.MaxMembers, Archive: c.Reset.Enabled,
+		ArchiveTTL: config.Seconds(c.Reset.ArchiveTTL), Log: m.Log}
 }
 
 func (m *Module) startLocks() error {
@@ -294,7 +318,7 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 	if m.closed.Load() {
 		return nil, ErrModuleClosed
 	}
-	return bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks,
+	return bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks,
 		SlowTask: config.Millis(m.Config.Global.Runtime.SlowTask)})
 }
 

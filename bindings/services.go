@@ -20,6 +20,8 @@ type Services struct {
 	Now    func() time.Time
 	Global *Global
 	Locks  *Locks
+	// Ranks backs shield.rank (nil when rank.enabled is false).
+	Ranks *Ranks
 	// SlowTask is how long a task may run without yielding before it is
 	// logged (once per run, with its name and line); 0 disables the check.
 	SlowTask time.Duration

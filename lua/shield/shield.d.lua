@@ -9,7 +9,8 @@
 --   * sleep, spawn, now_ms, owner, log: always;
 --   * global: when global.enabled is true (the default);
 --   * mutex, rwlock, spinlock, distributed_mutex, distributed_rwlock, lock:
---     when global.enabled and lock.enabled are true (the defaults).
+--     when global.enabled and lock.enabled are true (the defaults);
+--   * rank: when global.enabled and rank.enabled are true (the defaults).
 --
 -- Durations are milliseconds. Calls marked "blocking" suspend only the calling
 -- task (see docs/runtime.md); they raise "cannot block here" inside
@@ -340,5 +341,159 @@ function shield.distributed_rwlock(name, opts) end
 --- The lock manager.
 ---@return shield.lock_manager
 function shield.lock() end
+
+-- ---------------------------------------------------------------------------
+-- Leaderboards: shield.rank (docs/rank.md)
+-- ---------------------------------------------------------------------------
+
+--- Options of shield.rank(name, opts).
+---@class shield.rank_options
+---@field max_members? integer cap on members, 1..2^31-1 (default rank.max_members); a full board admits only a newcomer that would rank before the last member, who is then dropped
+---@field ties? "reach"|"uid" order of equal scores: who reached the score first (default), or descending uid (plain Redis order)
+---@field reset? "daily"|"weekly"|"monthly" archive and clear periodically (needs the scheduler); weekly on Mondays, monthly on the 1st
+---@field reset_time? string "HH:MM" in UTC (default "00:00"); only with reset
+---@field archive? boolean archive the top max_members before clearing (default rank.reset.enabled); only with reset
+---@field distributed? boolean run the reset in one process of those that declared it (default true); only with reset
+
+--- One entry of a board.
+---@class shield.rank_entry
+---@field uid string
+---@field score number
+---@field rank integer 1 = best
+
+---@class shield.rank_around
+---@field above shield.rank_entry[] up to n better-ranked entries, best first
+---@field target shield.rank_entry
+---@field below shield.rank_entry[] up to n worse-ranked entries, best first
+
+---@class shield.rank_snapshot
+---@field entries shield.rank_entry[]
+---@field count integer members on the board
+---@field version integer the board version the entries belong to
+
+--- A leaderboard. Higher scores rank first. Every method is blocking on
+--- Redis (one round trip). uids are non-empty strings; scores are finite
+--- numbers (integers exact up to 2^53). Every write returns the board
+--- version last: it grows by one with every change and never otherwise.
+---@class shield.rank
+local rank = {}
+
+--- Sets uid's score. mode "max" only raises it, "min" only lowers it
+--- ("set", the default, always sets). A uid not on the board is inserted.
+--- Returns uid's score after the call (nil when uid was new and a full board
+--- did not admit it), whether the board changed, and the version.
+---@param uid string
+---@param score number
+---@param opts? { mode?: "set"|"max"|"min" }
+---@return number? score
+---@return boolean changed
+---@return integer version
+function rank:update(uid, score, opts) end
+
+--- Sets many scores in one atomic step (one version), applied in uid order.
+--- Returns the number of members changed and the version.
+---@param scores table<string, number>
+---@return integer changed
+---@return integer version
+function rank:mupdate(scores) end
+
+--- Adds delta to uid's score (a new uid starts at 0). Returns the new score
+--- (nil when a full board did not admit uid) and the version.
+---@param uid string
+---@param delta number
+---@return number? score
+---@return integer version
+function rank:incr(uid, delta) end
+
+--- Removes uid. Returns whether it was on the board, and the version.
+---@param uid string
+---@return boolean removed
+---@return integer version
+function rank:remove(uid) end
+
+--- Removes every member. Returns how many, and the version.
+---@return integer removed
+---@return integer version
+function rank:clear() end
+
+--- Exchanges the places of a and b atomically (a takes b's score and place,
+--- b takes a's; nobody else moves). With expect, only if a's and b's scores
+--- are still the given ones. Returns the new scores of a and b and the
+--- version; nil, "not_found" when either is absent (nobody is inserted);
+--- nil, "version_conflict" when a score is not the expected one.
+---@param a string
+---@param b string
+---@param opts? { expect: table<string, number> }
+---@return number|nil score_a
+---@return number|"not_found"|"version_conflict" score_b_or_reason
+---@return integer? version
+function rank:swap(a, b, opts) end
+
+--- uid's rank (1 = best), or nil when uid is not on the board.
+---@param uid string
+---@return integer?
+function rank:position(uid) end
+
+--- uid's score, or nil when uid is not on the board.
+---@param uid string
+---@return number?
+function rank:score(uid) end
+
+--- The best n entries (n >= 1), best first.
+---@param n integer
+---@return shield.rank_entry[]
+function rank:top(n) end
+
+--- The entries ranked start..stop (1-based, inclusive, start <= stop).
+---@param start integer
+---@param stop integer
+---@return shield.rank_entry[]
+function rank:range(start, stop) end
+
+--- The entries with min <= score <= max (bounds may be +-1/0), best first,
+--- at most max_members of them.
+---@param min number
+---@param max number
+---@return shield.rank_entry[]
+function rank:range_by_score(min, max) end
+
+--- uid's entry with up to n entries on each side, or nil, "not_found".
+---@param uid string
+---@param n integer
+---@return shield.rank_around|nil
+---@return "not_found"?
+function rank:around(uid, n) end
+
+--- The number of members.
+---@return integer
+function rank:count() end
+
+--- The board version (0 for a board never written).
+---@return integer
+function rank:version() end
+
+--- The entries ranked start..stop with the member count and the version
+--- they belong to, read in one atomic step.
+---@param start integer
+---@param stop integer
+---@return shield.rank_snapshot
+function rank:snapshot(start, stop) end
+
+--- The entries archived by the reset of a period: date is "YYYYMMDD" (the
+--- UTC date the period began) or Unix milliseconds of any moment of that
+--- day. nil, "not_found" when there is none (never archived, or expired
+--- after rank.reset.archive_ttl).
+---@param date string|integer
+---@return shield.rank_entry[]|nil
+---@return "not_found"?
+function rank:archive(date) end
+
+--- Returns a handle on the leaderboard name (no I/O); handles of one name
+--- share the board. With reset, registers the periodic reset task
+--- "rank:<name>:reset" once per process (raises without the scheduler).
+---@param name string
+---@param opts? shield.rank_options
+---@return shield.rank
+function shield.rank(name, opts) end
 
 return shield
