@@ -13,7 +13,6 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/rank"
-	"github.com/shieldrt/shieldglobal/core/store"
 )
 
 // shield.rank: leaderboards on core/rank (docs/rank.md). This file checks
@@ -348,36 +347,6 @@ func scoreOrNil(on bool, score float64) lua.LValue {
 
 func notFound() []lua.LValue { return []lua.LValue{lua.LNil, lua.LString("not_found")} }
 
-// runOutcome is Run for an operation with expected failures: convert gets
-// the op's error too and returns the Lua values (nil, "reason" for an
-// expected outcome), or an error to raise as "<name>: <error>" at the
-// caller's line.
-//
-// Run raises every error of an op, and an Op cannot be wrapped outside
-// core/store, so this passes the op to the runtime through Go and
-// Suspend: local ops run inline like Run's; Redis ops join the loop turn's
-// pipeline like Run's (one extra loop turn before the task resumes).
-func runOutcome[T any](rt *Runtime, L *lua.LState, name string, o *store.Op[T], convert func(*lua.LState, T, error) ([]lua.LValue, error)) int {
-	if o.Kind() == store.KindLocal {
-		v, err := o.Do(rt.ctx)
-		vals, err := convert(L, v, err)
-		if err != nil {
-			raise(L, "%s: %s", name, err.Error())
-		}
-		return pushAll(L, vals)
-	}
-	return rt.Suspend(L, name, func(complete func(Result)) {
-		finish := func(v T, err error) {
-			complete(func() ([]lua.LValue, error) { return convert(rt.L, v, err) })
-		}
-		if rt.callMode(L) == modeSync {
-			finish(o.Do(rt.ctx)) // outside any task the loop waits (as Run does)
-			return
-		}
-		Go(rt, o, finish)
-	})
-}
-
 // ---- writes: every write returns the board version last
 
 // rank:update(uid, score [, {mode = "set"|"max"|"min"}]) -> score, changed, version.
@@ -477,7 +446,7 @@ func (b *rankBinding) swap(L *lua.LState) int {
 			expect = expectArg(a, 4, v, ua, ub)
 		})
 	}
-	return runOutcome(b.rt, L, rankCall("swap"), bd.Swap(ua, ub, expect), func(_ *lua.LState, s rank.Swapped, err error) ([]lua.LValue, error) {
+	return RunOutcome(b.rt, L, rankCall("swap"), bd.Swap(ua, ub, expect), func(_ *lua.LState, s rank.Swapped, err error) ([]lua.LValue, error) {
 		switch {
 		case errors.Is(err, rank.ErrNotFound):
 			return notFound(), nil

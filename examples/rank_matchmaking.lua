@@ -34,12 +34,13 @@ assert(leaderboard()[1].uid == "bob" and refreshes == 2)
 
 -- A "seat swap card": carol swaps with whoever is #1 — but only if neither
 -- score changed since she looked (another request may have won the race).
-local function use_swap_card(uid)
+local function use_swap_card(uid, while_confirming)
 	for attempt = 1, 5 do
 		local first = rank:top(1)[1]
 		local mine = rank:score(uid)
 		if not mine or first.uid == uid then return false, "nothing to swap" end
-		shield.sleep(0) -- the player confirms; other requests run meanwhile
+		-- the player confirms; other requests run meanwhile
+		if while_confirming then while_confirming(); while_confirming = nil end
 		local ok, why = rank:swap(uid, first.uid, { expect = { [uid] = mine, [first.uid] = first.score } })
 		if ok then return attempt end
 		if why ~= "version_conflict" then return false, why end
@@ -48,10 +49,10 @@ local function use_swap_card(uid)
 	return false, "busy"
 end
 
--- bob wins a match while carol is deciding: an attempt that read his old
+-- bob wins a match while carol is deciding: the attempt that read his old
 -- score is refused, and she looks again.
-shield.spawn(function() rank:incr("bob", 3) end)
-local attempts = assert(use_swap_card("carol"))
+local attempts = assert(use_swap_card("carol", function() rank:incr("bob", 3) end))
+assert(attempts == 2, "the first attempt should have met the conflict")
 local top = leaderboard()
 assert(top[1].uid == "carol" and top[1].score == 1503, top[1].uid)
 assert(rank:score("bob") == 1460)
