@@ -117,6 +117,10 @@ type Module struct {
 	internal   pubsub.Bus // Redis: cache invalidations and lock wake-ups, on their own connection
 	closeOnce  sync.Once
 	closed     atomic.Bool
+
+	hostMu   sync.Mutex
+	exposed  []exposed                // Expose: set in every new runtime
+	runtimes map[*lua.LState]*Runtime // for Loader
 }
 
 // New builds the Module cfg describes. With global.enabled false it returns a
@@ -318,8 +322,12 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 	if m.closed.Load() {
 		return nil, ErrModuleClosed
 	}
-	return bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks,
+	rt, err := bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks,
 		SlowTask: config.Millis(m.Config.Global.Runtime.SlowTask)})
+	if err != nil {
+		return nil, err
+	}
+	return rt, m.attach(L, rt)
 }
 
 // StateOptions are the lua.Options recommended for a Lua state given to
