@@ -110,7 +110,7 @@ type Module struct {
 	global     *bindings.Global
 	locks      *bindings.Locks
 	queues     *bindings.Queues
-	queueBus   pubsub.Bus // Redis: queue wake-ups (channels under the global prefix)
+	queueBus   pubsub.Bus              // Redis: queue wake-ups (channels under the global prefix)
 	redlock    []redis.UniversalClient // lock.redlock nodes
 	owner      bindings.Owner
 	ownsClient bool

@@ -96,7 +96,9 @@ func (o *queueObj) unhold(h *queueHandle) bool {
 	return true
 }
 
-func (o *queueObj) extendEvery() time.Duration { return max(o.opts.VisibilityTimeout/3, time.Millisecond) }
+func (o *queueObj) extendEvery() time.Duration {
+	return max(o.opts.VisibilityTimeout/3, time.Millisecond)
+}
 
 // extendHeld extends every held delivery in this loop turn (one pipeline on
 // Redis) and re-arms the timer while some are held. Loop only.

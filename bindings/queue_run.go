@@ -71,11 +71,11 @@ type popKind[T any] struct {
 // message. Whoever learns last that the task is gone gives the message back:
 // the delivery (any goroutine) or the task-end cleanup (loop).
 type popState[T any] struct {
-	task        *Task        // nil outside tasks
-	cancel      func() bool  // the pending PopWait, if any; loop only
-	forgetClose func()       // loop only
-	mu          sync.Mutex   // guards the fields below
-	v           T            // a message delivered and not yet taken by the task
+	task        *Task       // nil outside tasks
+	cancel      func() bool // the pending PopWait, if any; loop only
+	forgetClose func()      // loop only
+	mu          sync.Mutex  // guards the fields below
+	v           T           // a message delivered and not yet taken by the task
 	have        bool
 	taken       bool
 	ended       bool // the task ended (or the runtime closed it) before taking it
