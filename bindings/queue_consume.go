@@ -198,7 +198,7 @@ func (c *queueConsumer) unprocessed(d *queue.Delivery, done func(error)) {
 	case queue.KindReliable, queue.KindBroadcast:
 		return
 	}
-	c.o.pushBack(d.Message)
+	c.o.pushBackAfter(d.Message, "the shutdown ended a consumer's handler before it finished")
 	done(nil)
 }
 

@@ -146,6 +146,11 @@ func (o *queueObj) pop(a args) int {
 // withdrawing its wait when the message arrived): at the tail, at its due
 // time, with its priority. Rare; logged.
 func (o *queueObj) pushBack(m queue.Message) {
+	o.pushBackAfter(m, "a message reached a task that had ended")
+}
+
+// pushBackAfter is pushBack logging why.
+func (o *queueObj) pushBackAfter(m queue.Message, why string) {
 	var op *store.Op[struct{}]
 	switch o.kind {
 	case queue.KindPlain:
@@ -155,7 +160,7 @@ func (o *queueObj) pushBack(m queue.Message) {
 	default:
 		op = o.prio.Push(m.Body, m.Priority)
 	}
-	o.b.rt.log.Warn("shield: queue: a message reached a task that had ended; pushed back", "queue", o.name)
+	o.b.rt.log.Warn("shield: queue: "+why+"; pushed back", "queue", o.name)
 	o.b.svc.background(o.b.rt.log, "pushing back a message of "+o.name, func(ctx context.Context) error {
 		_, err := op.Do(ctx)
 		return err
