@@ -192,7 +192,7 @@ func main() {
 	}
 	fmt.Printf("## Reclaim after SIGKILL (Redis)\n\n")
 	fmt.Printf("A child process consumes a reliable queue (visibility timeout %v, extended every %v while held) and holds one message; it is SIGKILLed; this process is already waiting in `pop`.\n\n",
-		*flagVisibility, (*flagVisibility/3).Round(time.Millisecond))
+		*flagVisibility, (*flagVisibility / 3).Round(time.Millisecond))
 	fmt.Printf("| | ms |\n|---|---|\n| kill → message delivered here (median of %d) | %.0f |\n| each round | %s |\n", *flagRounds, median(reclaims), joinMs(reclaims))
 	fmt.Printf("| visibility timeout | %d |\n| asynq (for reference, not measured): 30 s lease + recoverer every 60 s | 30 000 – 90 000 |\n\n", flagVisibility.Milliseconds())
 
