@@ -90,11 +90,22 @@ type popState[T any] struct {
 func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, k popKind[T]) int {
 	rt := o.b.rt
 	mode := rt.callMode(L)
-	if mode == modeForbidden {
+	switch {
+	case mode == modeForbidden:
 		rt.refuseBlock(L, name)
+	case timeout <= 0 && (o.b.svc.Inline || mode == modeSync):
+		// One attempt that completes here (a local op, or the loop itself
+		// waits outside tasks, as Run does): nothing to give back.
+		st := &popState[T]{task: rt.running, forgetClose: func() {}}
+		v, err := k.first().Do(rt.ctx)
+		vals, err := st.result(rt, k, v, err)
+		if err != nil {
+			raise(L, "%s: %s", name, err.Error())
+		}
+		return pushAll(L, vals)
 	}
 	return rt.Suspend(L, name, func(complete func(Result)) {
-		st := &popState[T]{task: rt.running}
+		st := &popState[T]{task: rt.running, forgetClose: func() {}}
 		deadline := time.Now().Add(timeout)
 		deliver := func(v T, err error) { // any goroutine, once
 			st.mu.Lock()
@@ -112,12 +123,14 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 		if st.task != nil {
 			rt.OnTaskEnd(st.task, st, st.taskEnded(k))
 		}
-		st.forgetClose = rt.OnClose(func() {
-			// The runtime closes: end the wait now, not at its timeout.
-			if st.cancel == nil || st.cancel() {
-				complete(closingResult)
-			}
-		})
+		if timeout > 0 {
+			st.forgetClose = rt.OnClose(func() {
+				// The runtime closes: end the wait now, not at its timeout.
+				if st.cancel == nil || st.cancel() {
+					complete(closingResult)
+				}
+			})
+		}
 		wait := func(d time.Duration) { st.cancel = k.w.PopWait(d, deliver) }
 		switch {
 		case mode == modeYield && !o.b.svc.Inline:
@@ -136,9 +149,6 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 					}
 				}
 			})
-		case timeout <= 0:
-			v, err := k.first().Do(rt.ctx)
-			deliver(v, err)
 		default:
 			wait(timeout)
 		}
