@@ -241,10 +241,10 @@ func TestQueueHeldHandleIsExtended(t *testing.T) {
 	q := testQueues(t)
 	rt := queueRuntime(t, q, nil)
 	mustRun(t, rt, `
-		local r = shield.reliable_queue("ext", { visibility_timeout = 60 })
+		local r = shield.reliable_queue("ext", { visibility_timeout = 150 })
 		r:push("long")
 		local msg, h = r:pop()
-		shield.sleep(400) -- several visibility timeouts
+		shield.sleep(600) -- several visibility timeouts
 		local other = r:pop()
 		assert(other == nil, "the message went to another delivery while held")
 		assert(h:ack() == true)
