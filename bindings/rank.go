@@ -119,9 +119,9 @@ type rankBinding struct {
 
 var rankOptionNames = []string{"max_members", "ties", "reset", "reset_time", "archive", "distributed"}
 
-// maxCount bounds every count and rank argument: large enough for any
+// maxRankCount bounds every count and rank argument: large enough for any
 // board, small enough to stay exact as a Lua number and an int.
-const maxCount = 1 << 40
+const maxRankCount = 1 << 40
 
 func (b *rankBinding) open(L *lua.LState) int {
 	a := argsOf(L, "shield", "rank")
@@ -271,10 +271,10 @@ func scoreArg(a args, n int, what string) float64 {
 	return x
 }
 
-// intArg is an integer in [min, maxCount].
+// intArg is an integer in [min, maxRankCount].
 func intArg(a args, n int, what string, min int) int {
 	x := a.num(n)
-	if x != math.Trunc(x) || x < float64(min) || x > maxCount {
+	if x != math.Trunc(x) || x < float64(min) || x > maxRankCount {
 		a.bad(n, fmt.Sprintf("%s must be an integer >= %d, got %s", what, min, lua.LNumber(x).String()))
 	}
 	return int(x)

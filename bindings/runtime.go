@@ -154,6 +154,9 @@ func (rt *Runtime) install() error {
 	if r := rt.svc.Ranks; r != nil {
 		rt.installRanks(rt.lib, r)
 	}
+	if q := rt.svc.Queues; q != nil {
+		rt.installQueues(rt.lib, q)
+	}
 	L.SetGlobal("shield", rt.lib)
 	preload := L.GetField(L.GetField(L.Get(lua.EnvironIndex), "package"), "preload")
 	if t, ok := preload.(*lua.LTable); ok {

@@ -22,6 +22,9 @@ type Services struct {
 	Locks  *Locks
 	// Ranks backs shield.rank (nil when rank.enabled is false).
 	Ranks *Ranks
+	// Queues backs shield.queue and the other queue kinds; nil when
+	// queue.enabled is false.
+	Queues *Queues
 	// SlowTask is how long a task may run without yielding before it is
 	// logged (once per run, with its name and line); 0 disables the check.
 	SlowTask time.Duration

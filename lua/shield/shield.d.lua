@@ -10,7 +10,9 @@
 --   * global: when global.enabled is true (the default);
 --   * mutex, rwlock, spinlock, distributed_mutex, distributed_rwlock, lock:
 --     when global.enabled and lock.enabled are true (the defaults);
---   * rank: when global.enabled and rank.enabled are true (the defaults).
+--   * rank: when global.enabled and rank.enabled are true (the defaults);
+--   * queue, delay_queue, priority_queue, reliable_queue, broadcast_queue:
+--     when global.enabled and queue.enabled are true (the defaults).
 --
 -- Durations are milliseconds. Calls marked "blocking" suspend only the calling
 -- task (see docs/runtime.md); they raise "cannot block here" inside
@@ -495,5 +497,353 @@ function rank:archive(date) end
 ---@param opts? shield.rank_options
 ---@return shield.rank
 function shield.rank(name, opts) end
+-- Queues (docs/queues.md)
+-- ---------------------------------------------------------------------------
+
+--- A message: nil is refused; booleans, finite numbers, strings and tables of
+--- those (as shield.global():set accepts).
+---@alias shield.message boolean|number|string|table
+
+--- Options of a queue; each overrides the `queue:` config for this queue.
+--- Plain, delay and priority queues take max_length and message_ttl only.
+---@class shield.queue_options
+---@field max_length? integer messages held; a push past it returns nil, "full"
+---@field message_ttl? integer ms; undelivered messages older than this are dropped at delivery (0: never)
+---@field max_retries? integer reliable/broadcast: deliveries after the first before dead-lettering
+---@field retry_delay? integer reliable/broadcast: ms; consume's nack delay after an error, nack()'s default
+---@field visibility_timeout? integer reliable/broadcast: ms; an unsettled delivery goes to another consumer after it
+---@field dead_letter? {enabled?: boolean, max_length?: integer, ttl?: integer}
+
+---@class shield.consume_options
+---@field concurrency? integer handlers running at once, 1..10000 (default 1)
+
+--- A running consumer (q:consume, q:subscribe). It keeps `shield run` up
+--- until it stops.
+---@class shield.queue_consumer
+local queue_consumer = {}
+
+--- Takes no new message and waits until the running handlers end (at most
+--- timeout_ms, default 30000; their messages are then released for
+--- redelivery). From one of its own handlers it returns at once. Blocking.
+---@param timeout_ms? number
+---@return boolean ok
+---@return string? err settles that could not be sent
+function queue_consumer:stop(timeout_ms) end
+
+--- shield.queue(name): FIFO, at most once. Redis List.
+---@class shield.queue
+local plain_queue = {}
+
+--- Appends msg. Blocking (Redis).
+---@param msg shield.message
+---@return true|nil ok
+---@return "full"? reason
+function plain_queue:push(msg) end
+
+--- Appends every message, atomically: all or none.
+---@param msgs shield.message[]
+---@return true|nil ok
+---@return "full"? reason
+function plain_queue:push_batch(msgs) end
+
+--- The oldest message; nil when empty. With timeout_ms > 0 the calling task
+--- waits up to that long: nil, "timeout". Blocking.
+---@param timeout_ms? number
+---@return shield.message? msg
+---@return "timeout"? reason
+function plain_queue:pop(timeout_ms) end
+
+---@return integer
+function plain_queue:length() end
+
+--- Drops every message; returns how many there were.
+---@return integer
+function plain_queue:purge() end
+
+--- Runs fn(msg) as a task for every message, up to opts.concurrency at once.
+--- An error is logged with its traceback and counted.
+---@param name string consumer label
+---@param fn fun(msg: shield.message)
+---@param opts? shield.consume_options
+---@return shield.queue_consumer
+function plain_queue:consume(name, fn, opts) end
+
+--- Ops facts: {name, kind, length, pending, ready, in_flight, retrying,
+--- consumers, local_consumers, dead_letters, expired, trimmed, reclaimed,
+--- nacked, dead_lettered, dead_dropped[, groups]}.
+---@return table
+function plain_queue:stats() end
+
+---@return string
+function plain_queue:name() end
+
+--- shield.delay_queue(name): messages become deliverable at a due time
+--- (Redis server time); oldest due first. Redis sorted set.
+---@class shield.delay_queue
+local delay_queue = {}
+
+--- Adds msg, due delay_ms from now (>= 0).
+---@param msg shield.message
+---@param delay_ms number
+---@return true|nil ok
+---@return "full"? reason
+function delay_queue:push(msg, delay_ms) end
+
+--- Adds msg, due at a Unix time in seconds (fractions allowed; the past is
+--- due at once).
+---@param msg shield.message
+---@param unix_seconds number
+---@return true|nil ok
+---@return "full"? reason
+function delay_queue:push_at(msg, unix_seconds) end
+
+--- The message due longest; nil when none is due. With timeout_ms the task
+--- waits (until the next due time or a push). Blocking.
+---@param timeout_ms? number
+---@return shield.message? msg
+---@return "timeout"? reason
+function delay_queue:pop(timeout_ms) end
+
+--- Messages not yet due.
+---@return integer
+function delay_queue:pending() end
+
+--- Messages due.
+---@return integer
+function delay_queue:ready() end
+
+---@return integer
+function delay_queue:length() end
+
+---@return integer
+function delay_queue:purge() end
+
+---@param name string
+---@param fn fun(msg: shield.message)
+---@param opts? shield.consume_options
+---@return shield.queue_consumer
+function delay_queue:consume(name, fn, opts) end
+
+---@return table
+function delay_queue:stats() end
+
+---@return string
+function delay_queue:name() end
+
+--- shield.priority_queue(name): smallest priority first, FIFO among equals.
+---@class shield.priority_queue
+local priority_queue = {}
+
+--- Adds msg with priority (any number but NaN; smaller comes first).
+---@param msg shield.message
+---@param priority number
+---@return true|nil ok
+---@return "full"? reason
+function priority_queue:push(msg, priority) end
+
+---@param timeout_ms? number
+---@return shield.message? msg
+---@return "timeout"? reason
+function priority_queue:pop(timeout_ms) end
+
+---@return integer
+function priority_queue:length() end
+
+---@return integer
+function priority_queue:purge() end
+
+---@param name string
+---@param fn fun(msg: shield.message)
+---@param opts? shield.consume_options
+---@return shield.queue_consumer
+function priority_queue:consume(name, fn, opts) end
+
+---@return table
+function priority_queue:stats() end
+
+---@return string
+function priority_queue:name() end
+
+--- A reliable delivery, held by the task that popped it: extended while
+--- held; released for immediate redelivery when the task ends unsettled.
+---@class shield.queue_handle
+local queue_handle = {}
+
+--- Settles the message. nil, "not_held" when its visibility timeout passed
+--- and another delivery was made. Settling twice raises. Blocking.
+---@return true|nil ok
+---@return "not_held"? reason
+function queue_handle:ack() end
+
+--- Redelivers the message after delay_ms (default retry_delay); true,
+--- "dead_letter" when that was its last allowed delivery. Blocking.
+---@param delay_ms? number
+---@return true|nil ok
+---@return "dead_letter"|"not_held"|nil info
+function queue_handle:nack(delay_ms) end
+
+--- Deliveries so far, this one included.
+---@return integer
+function queue_handle:deliveries() end
+
+---@return string
+function queue_handle:id() end
+
+--- A dead letter of a reliable or broadcast queue.
+---@class shield.dead_letter
+---@field id string
+---@field message_id string
+---@field message shield.message
+---@field deliveries integer
+---@field at integer ms
+---@field group? string broadcast group
+
+---@class shield.dead_letters
+local dead_letters = {}
+
+--- Oldest first; defaults 0, 100.
+---@param start? integer
+---@param count? integer
+---@return shield.dead_letter[]
+function dead_letters:range(start, count) end
+
+---@return integer
+function dead_letters:length() end
+
+--- Puts dead letter id back as a new message (fresh delivery count).
+---@param id string
+---@return true|nil ok
+---@return "not_found"|"full"|nil reason
+function dead_letters:requeue(id) end
+
+--- Moves dead letters back while the queue has room; n, "full" when some stayed.
+---@return integer moved
+---@return "full"? reason
+function dead_letters:requeue_all() end
+
+---@return integer
+function dead_letters:purge() end
+
+--- shield.reliable_queue(name): at least once, ack / nack, retries, dead
+--- letters, crash recovery. Redis Stream with a consumer group.
+---@class shield.reliable_queue
+local reliable_queue = {}
+
+--- Appends msg; returns its id.
+---@param msg shield.message
+---@return string|nil id
+---@return "full"? reason
+function reliable_queue:push(msg) end
+
+---@param msgs shield.message[]
+---@return string[]|nil ids
+---@return "full"? reason
+function reliable_queue:push_batch(msgs) end
+
+--- msg, handle; nil (nothing, no timeout) or nil, "timeout". Blocking.
+---@param timeout_ms? number
+---@return shield.message? msg
+---@return shield.queue_handle|"timeout"|nil handle
+function reliable_queue:pop(timeout_ms) end
+
+--- handle:ack() for a handle of this queue (another queue's raises).
+---@param handle shield.queue_handle
+---@return true|nil ok
+---@return "not_held"? reason
+function reliable_queue:ack(handle) end
+
+---@param handle shield.queue_handle
+---@param delay_ms? number
+---@return true|nil ok
+---@return "dead_letter"|"not_held"|nil info
+function reliable_queue:nack(handle, delay_ms) end
+
+--- Messages not acknowledged yet (waiting, in flight, retrying).
+---@return integer
+function reliable_queue:length() end
+
+---@return integer
+function reliable_queue:purge() end
+
+---@return shield.dead_letters
+function reliable_queue:dead_letter() end
+
+--- Success acks; an error nacks after retry_delay (logged, counted).
+---@param name string
+---@param fn fun(msg: shield.message)
+---@param opts? shield.consume_options
+---@return shield.queue_consumer
+function reliable_queue:consume(name, fn, opts) end
+
+---@return table
+function reliable_queue:stats() end
+
+---@return string
+function reliable_queue:name() end
+
+--- shield.broadcast_queue(name): every subscriber group gets every message;
+--- one consumer per group handles each. Redis Stream + pub/sub.
+---@class shield.broadcast_queue
+local broadcast_queue = {}
+
+--- Appends msg for every group (never refused: past max_length the oldest
+--- entries are trimmed, counted); returns its id.
+---@param msg shield.message
+---@return string id
+function broadcast_queue:push(msg) end
+
+--- fn(msg) runs as a task for every message of group (created now if new:
+--- it receives messages pushed from now on). Success acks; an error nacks
+--- for this group only. Blocking (until the group exists).
+---@param group string
+---@param fn fun(msg: shield.message)
+---@param opts? shield.consume_options
+---@return shield.queue_consumer
+function broadcast_queue:subscribe(group, fn, opts) end
+
+--- The same as subscribe(group, fn, opts).
+---@param group string
+---@param fn fun(msg: shield.message)
+---@param opts? shield.consume_options
+---@return shield.queue_consumer
+function broadcast_queue:consume(group, fn, opts) end
+
+--- Entries retained.
+---@return integer
+function broadcast_queue:length() end
+
+---@return shield.dead_letters
+function broadcast_queue:dead_letter() end
+
+---@return table
+function broadcast_queue:stats() end
+
+---@return string
+function broadcast_queue:name() end
+
+---@param name string
+---@param opts? shield.queue_options
+---@return shield.queue
+function shield.queue(name, opts) end
+
+---@param name string
+---@param opts? shield.queue_options
+---@return shield.delay_queue
+function shield.delay_queue(name, opts) end
+
+---@param name string
+---@param opts? shield.queue_options
+---@return shield.priority_queue
+function shield.priority_queue(name, opts) end
+
+---@param name string
+---@param opts? shield.queue_options
+---@return shield.reliable_queue
+function shield.reliable_queue(name, opts) end
+
+---@param name string
+---@param opts? shield.queue_options
+---@return shield.broadcast_queue
+function shield.broadcast_queue(name, opts) end
 
 return shield
