@@ -167,6 +167,16 @@ func (m *monitor) enter(t *Task) {
 
 func (m *monitor) leave() { m.start.Store(0) }
 
+// Responsive reports whether the runtime's loop makes progress: no resume
+// has been running for longer than within (a task that never yields, or a
+// Go function called from Lua that does not return, wedges the loop). Safe
+// from any goroutine. Work that must not outlive a wedged loop — extending
+// a lease, a message's visibility — checks it.
+func (rt *Runtime) Responsive(within time.Duration) bool {
+	start := rt.mon.start.Load()
+	return start == 0 || time.Duration(nanotime()-start) < within
+}
+
 // watch runs on its own goroutine until stop is closed.
 func (rt *Runtime) watch(stop <-chan struct{}) {
 	m := &rt.mon

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -16,13 +15,13 @@ import (
 // goroutine pops, and each message runs fn(msg) as a task of this runtime.
 // For reliable and broadcast queues the task's success acks the message and
 // its error nacks it after retry_delay (logged with its traceback and
-// counted as a callback error). Loop only, except handle and live.
+// counted as a callback error). Loop only, except handle.
 type queueConsumer struct {
 	o     *queueObj
 	label string // consumer name, or the broadcast group
 	fn    *lua.LFunction
-	task  string // task name
-	live  liveness
+	task  string        // task name
+	stall time.Duration // the loop counts as wedged after a resume this long
 
 	stopFn      queue.StopFunc
 	tasks       map[*Task]struct{} // handler tasks running
@@ -80,14 +79,17 @@ func (b *queueBinding) installConsumerType() {
 func (o *queueObj) newConsumer(label string, fn *lua.LFunction) *queueConsumer {
 	c := &queueConsumer{o: o, label: label, fn: fn, task: "consumer " + o.name + "/" + label,
 		tasks: map[*Task]struct{}{}, done: make(chan struct{})}
-	c.live = liveness{rt: o.b.rt, stall: max(o.extendEvery()/2, 10*time.Millisecond)}
+	c.stall = max(o.extendEvery()/2, 10*time.Millisecond)
 	return c
 }
 
 func (c *queueConsumer) options(concurrency int) queue.ConsumeOptions {
 	o := queue.ConsumeOptions{Concurrency: concurrency, OnError: c.onError}
 	if c.o.kind == queue.KindReliable || c.o.kind == queue.KindBroadcast {
-		o.Alive = c.live.alive
+		// Extend in-flight messages only while the loop makes progress: a
+		// wedged loop's messages go to another consumer after their
+		// visibility timeout instead of being held forever.
+		o.Alive = func() bool { return c.o.b.rt.Responsive(c.stall) }
 	}
 	return o
 }
@@ -160,10 +162,11 @@ func (c *queueConsumer) started(L *lua.LState, stop queue.StopFunc) *lua.LUserDa
 }
 
 // handle is the core's handler, on the consumer goroutine: run the message
-// on the loop. If the runtime has stopped, the post is dropped and the
-// consumer's stop releases the message.
+// on the loop. If the runtime has stopped, the message is given back.
 func (c *queueConsumer) handle(d *queue.Delivery, done func(error)) {
-	c.o.b.rt.Post(func() { c.run(d, done) })
+	if !c.o.b.rt.TryPost(func() { c.run(d, done) }) {
+		c.unprocessed(d, done)
+	}
 }
 
 // run starts the task for d. Loop only.
@@ -174,8 +177,8 @@ func (c *queueConsumer) run(d *queue.Delivery, done func(error)) {
 		if t != nil { // nil: the task ended before Spawn returned
 			delete(c.tasks, t)
 		}
-		if t != nil && t.closed || rt.vm.killed() {
-			c.unprocessed(d, done)
+		if errors.Is(err, ErrClosed) || errors.Is(err, ErrInterrupted) {
+			c.unprocessed(d, done) // the runtime ended the handler, not the message
 			return
 		}
 		if err != nil {
@@ -273,26 +276,4 @@ func (c *queueConsumer) stopLua(a args) int {
 			})
 		}()
 	})
-}
-
-// liveness tells the core's consumer whether this runtime's loop still
-// makes progress, to extend in-flight messages only while it does: each
-// check posts a beat to the loop, and a beat still not run stall after it
-// was posted means the loop is wedged (a task that never yields) — its
-// messages should go to another consumer after their visibility timeout
-// rather than be held forever.
-type liveness struct {
-	rt    *Runtime
-	stall time.Duration
-	sent  atomic.Int64 // when the pending beat was posted (Unix ns); 0: none pending
-}
-
-func (l *liveness) alive() bool {
-	now := time.Now().UnixNano()
-	if s := l.sent.Load(); s != 0 {
-		return time.Duration(now-s) < l.stall
-	}
-	l.sent.Store(now)
-	l.rt.Post(func() { l.sent.Store(0) })
-	return true
 }

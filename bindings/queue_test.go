@@ -330,10 +330,15 @@ func TestQueueConsumerShutdownReleasesInFlight(t *testing.T) {
 func TestQueueWedgedConsumerLosesItsMessages(t *testing.T) {
 	q := testQueues(t)
 	wedged := queueRuntime(t, q, nil)
+	started := make(chan struct{})
+	if err := wedged.Set("started", func() { close(started) }); err != nil {
+		t.Fatal(err)
+	}
 	mustRun(t, wedged, `
 		local r = shield.reliable_queue("wedge", { visibility_timeout = 150 })
-		r:consume("w", function() local n = 0; while true do n = n + 1 end end)
+		r:consume("w", function() started(); local n = 0; while true do n = n + 1 end end)
 		r:push("job")`)
+	<-started // the wedged consumer holds the message (first delivery)
 	other := queueRuntime(t, q, nil)
 	mustRun(t, other, `
 		local r = shield.reliable_queue("wedge", { visibility_timeout = 150 })

@@ -45,7 +45,7 @@ type Runtime struct {
 
 	vm          *vmContext
 	mon         monitor
-	interrupted []string // tasks Close interrupted (set before done is closed)
+	interrupted []string // tasks Close interrupted; guarded by mu
 
 	// Loop-only state.
 	local        []func()              // posted by the loop itself, for the next turn
@@ -371,8 +371,10 @@ func (rt *Runtime) interruptRunning(grace time.Duration) {
 	})
 	select {
 	case <-ended:
-		if n := len(rt.interrupted); n > 0 {
-			names := rt.interrupted
+		rt.mu.Lock()
+		names := append([]string(nil), rt.interrupted...)
+		rt.mu.Unlock()
+		if n := len(names); n > 0 {
 			if n > 10 {
 				names = append(names[:10:10], fmt.Sprintf("and %d more", n-10))
 			}
@@ -398,7 +400,9 @@ func (rt *Runtime) OnStop(fn func()) {
 func (rt *Runtime) Interrupted() []string {
 	select {
 	case <-rt.done:
-		return rt.interrupted
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return append([]string(nil), rt.interrupted...)
 	default:
 		return nil
 	}

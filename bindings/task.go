@@ -42,7 +42,14 @@ type TaskError struct {
 	// Value is the Lua value the task raised (a string, or the table given
 	// to error()); nil when the task ended for another reason.
 	Value lua.LValue
+
+	err error // ErrClosed or ErrInterrupted when the runtime ended the task
 }
+
+// Unwrap is ErrClosed for a task whose pending call the closing runtime
+// ended, ErrInterrupted for one Close or InterruptGroup interrupted, nil for
+// an error the task raised by itself.
+func (e *TaskError) Unwrap() error { return e.err }
 
 // Group gathers the failures of the tasks started in it and of every task
 // those spawn, directly or not (shield.spawn inherits the spawner's group):
@@ -212,7 +219,7 @@ func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 		rt.spareThreads = append(rt.spareThreads, t.co)
 	}
 	var terr *TaskError
-	if err != nil && !t.closed {
+	if err != nil {
 		terr = &TaskError{Task: t.Name, Message: err.Error(), Traceback: t.tb}
 		var api *lua.ApiError
 		if errors.As(err, &api) {
@@ -220,6 +227,12 @@ func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 		}
 		if cause != nil && !strings.Contains(terr.Message, cause.Error()) {
 			terr.Message = cause.Error() + ": " + terr.Message
+		}
+		switch {
+		case t.closed:
+			terr.err = ErrClosed
+		case killed || cause != nil:
+			terr.err = ErrInterrupted
 		}
 	}
 	switch {
@@ -235,20 +248,26 @@ func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 		} else {
 			t.done(terr)
 		}
-	case terr == nil:
+	case terr == nil, t.closed:
 	case killed:
 		// Close names the interrupted tasks once (Interrupted), not one
 		// log line each.
-		rt.interrupted = append(rt.interrupted, t.Name)
+		rt.noteInterrupted(t.Name)
 	case t.group != nil && t.group.OnError != nil:
 		t.group.OnError(terr)
 	default:
 		rt.failures++
 		rt.log.Error("shield: task failed", "task", t.Name, "error", terr.Error())
 	}
-	if killed && (t.done != nil || t.end != nil) && terr != nil {
-		rt.interrupted = append(rt.interrupted, t.Name)
+	if killed && (t.done != nil || t.end != nil) && terr != nil && !t.closed {
+		rt.noteInterrupted(t.Name)
 	}
+}
+
+func (rt *Runtime) noteInterrupted(name string) {
+	rt.mu.Lock()
+	rt.interrupted = append(rt.interrupted, name)
+	rt.mu.Unlock()
 }
 
 // Results returns what the task's function returned (valid once it ended).
