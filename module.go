@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/lock"
 	"github.com/shieldrt/shieldglobal/core/lock/local"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
+	"github.com/shieldrt/shieldglobal/core/ratelimit"
 	"github.com/shieldrt/shieldglobal/core/store"
 )
 
@@ -101,9 +103,14 @@ type Module struct {
 	// and Locks the distributed ones; nil when lock.enabled is false.
 	LocalLocks *local.Manager
 	Locks      lock.Backend
+	// RateLimiters are the process's rate limiters (shield.rate_limiter):
+	// in-process on the memory backend, sharing their limits through Redis
+	// otherwise; nil when rate_limiter.enabled is false.
+	RateLimiters *ratelimit.Set
 
 	global     *bindings.Global
 	locks      *bindings.Locks
+	limiters   *bindings.Limiters
 	redlock    []redis.UniversalClient // lock.redlock nodes
 	owner      bindings.Owner
 	ownsClient bool
@@ -152,6 +159,9 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 			return nil, err
 		}
 	}
+	if cfg.RateLimiter.Enabled {
+		m.startRateLimiters()
+	}
 	return m, nil
 }
 
@@ -186,6 +196,45 @@ func (m *Module) startLocks() error {
 	}
 	m.locks = l
 	return nil
+}
+
+// startRateLimiters starts the process's one limiter Set. On Redis it
+// reports under a process id unique to this process (node, service and a
+// random instance: a restarted process never inherits a dead one's
+// leases), and the first report round is awaited so the process is
+// counted before a script meets its first key.
+func (m *Module) startRateLimiters() {
+	cfg := ratelimit.ConfigFrom(m.Config.RateLimiter)
+	cfg.Logger = m.Log
+	cfg.ProcessID = m.owner.NodeID + ":" + strconv.FormatInt(m.owner.ServiceID, 10) + ":" + m.owner.Instance
+	if m.Backend == BackendMemory {
+		m.RateLimiters = ratelimit.NewMemory(cfg)
+	} else {
+		m.RateLimiters = ratelimit.NewRedis(m.Redis, m.Config.Global.Redis.Prefix, cfg)
+	}
+	m.RateLimiters.Start()
+	if m.Backend == BackendRedis {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := m.RateLimiters.SyncNow(ctx); err != nil {
+			m.Log.Warn("shield: rate limiter: first report failed; new keys start on a guess until Redis answers", "error", err)
+		}
+		cancel()
+	}
+	m.limiters = &bindings.Limiters{Set: m.RateLimiters, Algorithm: ratelimit.Algorithm(m.Config.RateLimiter.Algorithm)}
+}
+
+// RateLimiterStats returns the counters of this process's rate limiters
+// (zero when rate_limiter.enabled is false). The ops endpoint reports
+// ActiveKeys as rate_limiter.active (keys with local state: token-bucket
+// keys, and sliding-window keys of the memory backend; a Redis sliding
+// window keeps none) and RejectedToday as rate_limiter.rejected_today
+// (requests refused, as over the limit or unavailable, since UTC
+// midnight). Cheap: no Redis call.
+func (m *Module) RateLimiterStats() ratelimit.Stats {
+	if m.RateLimiters == nil {
+		return ratelimit.Stats{}
+	}
+	return m.RateLimiters.Stats()
 }
 
 func (m *Module) connect(host redis.UniversalClient) error {
@@ -294,7 +343,7 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 	if m.closed.Load() {
 		return nil, ErrModuleClosed
 	}
-	return bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks,
+	return bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks, Limiters: m.limiters,
 		SlowTask: config.Millis(m.Config.Global.Runtime.SlowTask)})
 }
 
@@ -324,6 +373,9 @@ func (m *Module) Close() error {
 		m.closed.Store(true)
 		if m.LocalLocks != nil {
 			m.LocalLocks.StopExpiry()
+		}
+		if m.RateLimiters != nil {
+			m.RateLimiters.Stop() // hands the shares back first (at most about a second)
 		}
 		for _, c := range m.redlock {
 			err = errors.Join(err, c.Close())
