@@ -103,7 +103,11 @@ func (b *limiterBinding) newLimiter(L *lua.LState) int {
 	l, err := b.lim.Set.Limiter(name, o)
 	if err != nil {
 		// A bad name, or the name taken with other options: misuse.
-		raise(L, "shield.rate_limiter: %s", strings.TrimPrefix(err.Error(), "ratelimit: invalid argument: "))
+		msg := err.Error()
+		for _, sentinel := range []error{ratelimit.ErrInvalid, ratelimit.ErrConflict} {
+			msg = strings.TrimPrefix(msg, sentinel.Error()+": ")
+		}
+		raise(L, "shield.rate_limiter: %s", msg)
 	}
 	ud := L.NewUserData()
 	call := rateLimiterType + "(" + name + ")"
@@ -200,7 +204,7 @@ func (b *limiterBinding) parseOpts(a args, n int) ratelimit.Options {
 	if o.Sliding {
 		for _, k := range []string{"rate", "burst"} {
 			if set[k] {
-				bad("option %s is a token-bucket option, but %s makes this a sliding window (options: window, max_requests)", k, describeFrom(from, algorithm))
+				bad("option %s is a token-bucket option, but %s makes this a sliding window (options: window, max_requests)", k, describeFrom(from, sliding, algorithm))
 			}
 		}
 		for _, k := range []string{"window", "max_requests"} {
@@ -212,7 +216,7 @@ func (b *limiterBinding) parseOpts(a args, n int) ratelimit.Options {
 	}
 	for _, k := range []string{"window", "max_requests"} {
 		if set[k] {
-			bad("option %s is a sliding-window option, but %s makes this a token bucket (set sliding = true for a sliding window)", k, describeFrom(from, algorithm))
+			bad("option %s is a sliding-window option, but %s makes this a token bucket (set sliding = true for a sliding window)", k, describeFrom(from, sliding, algorithm))
 		}
 	}
 	if !set["rate"] {
@@ -224,7 +228,11 @@ func (b *limiterBinding) parseOpts(a args, n int) ratelimit.Options {
 	return o
 }
 
-func describeFrom(from, algorithm string) string {
+// describeFrom names what decided the algorithm, for errors.
+func describeFrom(from string, sliding lua.LValue, algorithm string) string {
+	if from == "option sliding" {
+		return "sliding = " + sliding.String()
+	}
 	return fmt.Sprintf("%s = %q", from, algorithm)
 }
 

@@ -136,7 +136,8 @@ func TestRateLimiterArgumentErrors(t *testing.T) {
 		{`shield.rate_limiter("x", { rate = 1, algorithm = "token_bucket", sliding = true })`, `contradicts algorithm`},
 		{`shield.rate_limiter("x", { rate = 1, brust = 2 })`, `unknown option "brust" (known: algorithm, burst, max_requests, rate, sliding, window)`},
 		{`shield.rate_limiter("x", { 100 })`, `unknown option "1"`},
-		{`shield.rate_limiter("args", { rate = 20, burst = 5 })`, `shield.rate_limiter: ratelimit: limiter exists with other options: rate_limiter "args": exists with rate=10 burst=5, asked for rate=20 burst=5`},
+		{`shield.rate_limiter("args", { rate = 20, burst = 5 })`, `shield.rate_limiter: rate_limiter "args": exists with rate=10 burst=5, asked for rate=20 burst=5`},
+		{`shield.rate_limiter("x", { window = 1000, max_requests = 5, sliding = false })`, `option window is a sliding-window option, but sliding = false makes this a token bucket`},
 		{`tb:allow(42)`, `shield.rate_limiter: bad argument #2 to 'allow' (string expected, got number)`},
 		{`tb:allow()`, `shield.rate_limiter: bad argument #2 to 'allow' (string expected, got no value)`},
 		{`tb:allow("")`, `bad argument #2 to 'allow' (key must not be empty)`},
@@ -339,4 +340,3 @@ func TestLimiterStatsFromGo(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
-
