@@ -440,3 +440,12 @@ func TestRateLimiterSwitchedOff(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// The example runs on the memory backend with the results it describes.
+func TestRateLimitExample(t *testing.T) {
+	r := runShield(t, context.Background(), "run", "../../examples/rate_limit_api.lua")
+	if r.code != 0 || !strings.Contains(r.stdout, "chat allowed=200 rejected=50") || !strings.Contains(r.stdout, "gifts allowed=3 rejected=2") ||
+		!strings.Contains(r.stderr, `msg="bot message" sent=true`) {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}
