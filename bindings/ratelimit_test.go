@@ -1,11 +1,14 @@
 package bindings
 
 import (
+	"io"
+	"log/slog"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/ratelimit"
@@ -338,5 +341,34 @@ func TestLimiterStatsFromGo(t *testing.T) {
 	st := set.Stats()
 	if st.Limiters != 2 || st.ActiveKeys != 3 || st.Allowed != 3 || st.Rejected != 2 || st.RejectedToday != 2 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// With Redis unreachable a sliding window answers "unavailable" (allow and
+// wait, inside a task through the loop's pipeline and outside any task)
+// and remaining raises; a token bucket goes on deciding locally.
+func TestLimitersOnUnreachableRedis(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
+	defer c.Close()
+	set := ratelimit.NewRedis(c, "unreachable:", ratelimit.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	rt := newLimiterRuntime(t, set)
+	const src = `
+		local sw = shield.rate_limiter("sw", { window = 1000, max_requests = 5, sliding = true })
+		local ok, why = sw:allow("k")
+		assert(ok == false and why == "unavailable", tostring(ok) .. " " .. tostring(why))
+		ok, why = sw:wait("k", 5000)
+		assert(ok == false and why == "unavailable", tostring(ok) .. " " .. tostring(why))
+		local raised, err = pcall(sw.remaining, sw, "k")
+		assert(not raised and err:find("shield.rate_limiter(sw):remaining: ", 1, true), err)
+		local tb = shield.rate_limiter("tb", { rate = 1, burst = 2 })
+		run = (run or 0) + 1 -- a new key each run
+		assert(tb:allow("k" .. run) and tb:allow("k" .. run) and not tb:allow("k" .. run), "the token bucket decides locally")`
+	mustRun(t, rt, src)
+	if err := rt.Do(func(L *lua.LState) error { return L.DoString(src) }); err != nil {
+		t.Fatalf("outside a task: %v", err)
+	}
+	l, _ := set.Get("sw")
+	if st := l.Stats(); st.Unavailable != 4 || st.RejectedToday != 4 {
+		t.Fatalf("sliding window stats %+v, want 4 unavailable", st)
 	}
 }
