@@ -200,7 +200,7 @@ func (s *specRun) call(L *lua.LState) int {
 	return rt.Suspend(L, "shield.spec", func(complete func(bindings.Result)) {
 		var spawned []*bindings.TaskError
 		over := false
-		g := &bindings.Group{OnError: func(err *bindings.TaskError) {
+		g := &bindings.Group{Inherited: true, OnError: func(err *bindings.TaskError) {
 			if !over {
 				spawned = append(spawned, err)
 				return

@@ -10,7 +10,6 @@ import (
 
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/ratelimit"
-	"github.com/shieldrt/shieldglobal/core/store"
 )
 
 // rateLimiterType is the type name of both kinds of limiter object: they
@@ -395,7 +394,10 @@ func (rt *Runtime) untilEnd(stop func()) (forget func()) {
 
 // ---- sliding window: one Redis script per decision
 
-// l:allow(key [, n]) -> true, or false, "rejected" | "unavailable".
+// l:allow(key [, n]) -> true, or false, "rejected" | "unavailable": one
+// script call in this loop turn's pipeline (inline on memory). The op's
+// error goes through Outcome, so an unreachable Redis is the "unavailable"
+// decision; what Outcome still returns (a bad reply) raises.
 func (b *limiterBinding) swAllow(L *lua.LState) int {
 	o := b.sw(L, "allow")
 	key := limiterKey(L, "allow")
@@ -403,40 +405,17 @@ func (b *limiterBinding) swAllow(L *lua.LState) int {
 	if L.GetTop() >= 3 {
 		n = count(L, "allow", 3)
 	}
-	return b.decide(L, o.call+":allow", o, o.l.AllowOp(key, n), func(d ratelimit.Decision) []lua.LValue {
+	return RunOutcome(b.rt, L, o.call+":allow", o.l.AllowOp(key, n), func(_ *lua.LState, d ratelimit.Decision, err error) ([]lua.LValue, error) {
+		if d, err = o.l.Outcome(d, err); err != nil {
+			return nil, err
+		}
 		switch {
 		case d.Allowed:
-			return []lua.LValue{lua.LTrue}
+			return []lua.LValue{lua.LTrue}, nil
 		case d.Reason == ratelimit.Unavailable:
-			return []lua.LValue{lua.LFalse, luaUnavailable}
+			return []lua.LValue{lua.LFalse, luaUnavailable}, nil
 		}
-		return []lua.LValue{lua.LFalse, luaRejected}
-	})
-}
-
-// decide runs a sliding window's AllowOp for the Lua call name: inline on
-// memory, else in this loop turn's pipeline. Its result goes through
-// Outcome first, so an unreachable Redis is the "unavailable" decision and
-// not an error (Run would raise it).
-func (b *limiterBinding) decide(L *lua.LState, name string, o *swObj, op *store.Op[ratelimit.Decision], push func(ratelimit.Decision) []lua.LValue) int {
-	rt := b.rt
-	if op.Kind() != store.KindRedis || rt.callMode(L) == modeSync {
-		d, err := o.l.Outcome(op.Do(rt.ctx))
-		if err != nil {
-			raise(L, "%s: %s", name, err.Error())
-		}
-		return pushAll(L, push(d))
-	}
-	return rt.Suspend(L, name, func(complete func(Result)) {
-		Go(rt, op, func(d ratelimit.Decision, err error) {
-			d, err = o.l.Outcome(d, err)
-			complete(func() ([]lua.LValue, error) {
-				if err != nil {
-					return nil, err
-				}
-				return push(d), nil
-			})
-		})
+		return []lua.LValue{lua.LFalse, luaRejected}, nil
 	})
 }
 

@@ -36,6 +36,7 @@ type Runtime struct {
 	closing  bool
 	stopped  bool // Close ended the runtime: Post drops work, nobody takes the loop again
 	stopOnce sync.Once
+	stopFns  []func() // OnStop
 
 	ctx    context.Context // cancelled when the runtime stops; in-flight work sees it
 	cancel context.CancelFunc
@@ -149,6 +150,12 @@ func (rt *Runtime) install() error {
 	}
 	if l := rt.svc.Locks; l != nil {
 		rt.installLocks(rt.lib, l)
+	}
+	if r := rt.svc.Ranks; r != nil {
+		rt.installRanks(rt.lib, r)
+	}
+	if q := rt.svc.Queues; q != nil {
+		rt.installQueues(rt.lib, q)
 	}
 	if l := rt.svc.Limiters; l != nil {
 		rt.installRateLimiter(rt.lib, l)
@@ -331,6 +338,13 @@ func (rt *Runtime) Close(grace time.Duration) {
 	case <-time.After(killWait):
 		rt.log.Error("shield: the runtime loop did not stop: a Go function called from Lua does not return; giving up on it")
 	}
+	rt.mu.Lock()
+	stops := rt.stopFns
+	rt.stopFns = nil
+	rt.mu.Unlock()
+	for _, fn := range stops {
+		fn()
+	}
 }
 
 // interruptRunning is Close's last resort after grace: Lua that is running
@@ -369,6 +383,17 @@ func (rt *Runtime) interruptRunning(grace time.Duration) {
 		}
 	case <-time.After(killWait):
 	}
+}
+
+// Library returns the shield table (what require("shield") returns).
+func (rt *Runtime) Library() *lua.LTable { return rt.lib }
+
+// OnStop registers fn to run when Close has stopped the runtime (on the
+// goroutine that called Close).
+func (rt *Runtime) OnStop(fn func()) {
+	rt.mu.Lock()
+	rt.stopFns = append(rt.stopFns, fn)
+	rt.mu.Unlock()
 }
 
 // Interrupted returns the names of the tasks Close had to interrupt after
