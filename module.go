@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/lock/local"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
 	"github.com/shieldrt/shieldglobal/core/queue"
+	"github.com/shieldrt/shieldglobal/core/ratelimit"
 	"github.com/shieldrt/shieldglobal/core/rank"
 	"github.com/shieldrt/shieldglobal/core/store"
 )
@@ -103,6 +105,10 @@ type Module struct {
 	// and Locks the distributed ones; nil when lock.enabled is false.
 	LocalLocks *local.Manager
 	Locks      lock.Backend
+	// RateLimiters are the process's rate limiters (shield.rate_limiter):
+	// in-process on the memory backend, sharing their limits through Redis
+	// otherwise; nil when rate_limiter.enabled is false.
+	RateLimiters *ratelimit.Set
 
 	// Ranks is the leaderboard backend (shield.rank); nil when rank.enabled
 	// is false.
@@ -117,6 +123,7 @@ type Module struct {
 	ranks      *bindings.Ranks
 	queues     *bindings.Queues
 	queueBus   pubsub.Bus              // Redis: queue wake-ups (channels under the global prefix)
+	limiters   *bindings.Limiters
 	redlock    []redis.UniversalClient // lock.redlock nodes
 	owner      bindings.Owner
 	ownsClient bool
@@ -174,6 +181,9 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 	}
 	if cfg.Queue.Enabled {
 		m.startQueues()
+	}
+	if cfg.RateLimiter.Enabled {
+		m.startRateLimiters()
 	}
 	return m, nil
 }
@@ -251,6 +261,45 @@ func (m *Module) startLocks() error {
 	}
 	m.locks = l
 	return nil
+}
+
+// startRateLimiters starts the process's one limiter Set. On Redis it
+// reports under a process id unique to this process (node, service and a
+// random instance: a restarted process never inherits a dead one's
+// leases), and the first report round is awaited so the process is
+// counted before a script meets its first key.
+func (m *Module) startRateLimiters() {
+	cfg := ratelimit.ConfigFrom(m.Config.RateLimiter)
+	cfg.Logger = m.Log
+	cfg.ProcessID = m.owner.NodeID + ":" + strconv.FormatInt(m.owner.ServiceID, 10) + ":" + m.owner.Instance
+	if m.Backend == BackendMemory {
+		m.RateLimiters = ratelimit.NewMemory(cfg)
+	} else {
+		m.RateLimiters = ratelimit.NewRedis(m.Redis, m.Config.Global.Redis.Prefix, cfg)
+	}
+	m.RateLimiters.Start()
+	if m.Backend == BackendRedis {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := m.RateLimiters.SyncNow(ctx); err != nil {
+			m.Log.Warn("shield: rate limiter: first report failed; new keys start on a guess until Redis answers", "error", err)
+		}
+		cancel()
+	}
+	m.limiters = &bindings.Limiters{Set: m.RateLimiters, Algorithm: ratelimit.Algorithm(m.Config.RateLimiter.Algorithm)}
+}
+
+// RateLimiterStats returns the counters of this process's rate limiters
+// (zero when rate_limiter.enabled is false). The ops endpoint reports
+// ActiveKeys as rate_limiter.active (keys with local state: token-bucket
+// keys, and sliding-window keys of the memory backend; a Redis sliding
+// window keeps none) and RejectedToday as rate_limiter.rejected_today
+// (requests refused, as over the limit or unavailable, since UTC
+// midnight). Cheap: no Redis call.
+func (m *Module) RateLimiterStats() ratelimit.Stats {
+	if m.RateLimiters == nil {
+		return ratelimit.Stats{}
+	}
+	return m.RateLimiters.Stats()
 }
 
 func (m *Module) connect(host redis.UniversalClient) error {
@@ -359,7 +408,7 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 	if m.closed.Load() {
 		return nil, ErrModuleClosed
 	}
-	rt, err := bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks, Queues: m.queues,
+	rt, err := bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks, Queues: m.queues, Limiters: m.limiters,
 		SlowTask: config.Millis(m.Config.Global.Runtime.SlowTask)})
 	if err != nil {
 		return nil, err
@@ -419,6 +468,9 @@ func (m *Module) Close() error {
 		}
 		if m.LocalLocks != nil {
 			m.LocalLocks.StopExpiry()
+		}
+		if m.RateLimiters != nil {
+			m.RateLimiters.Stop() // hands the shares back first (at most about a second)
 		}
 		for _, c := range m.redlock {
 			err = errors.Join(err, c.Close())

@@ -157,6 +157,9 @@ func (rt *Runtime) install() error {
 	if q := rt.svc.Queues; q != nil {
 		rt.installQueues(rt.lib, q)
 	}
+	if l := rt.svc.Limiters; l != nil {
+		rt.installRateLimiter(rt.lib, l)
+	}
 	L.SetGlobal("shield", rt.lib)
 	preload := L.GetField(L.GetField(L.Get(lua.EnvironIndex), "package"), "preload")
 	if t, ok := preload.(*lua.LTable); ok {

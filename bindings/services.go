@@ -25,6 +25,8 @@ type Services struct {
 	// Queues backs shield.queue and the other queue kinds; nil when
 	// queue.enabled is false.
 	Queues *Queues
+	// Limiters backs shield.rate_limiter (nil: rate_limiter.enabled is false).
+	Limiters *Limiters
 	// SlowTask is how long a task may run without yielding before it is
 	// logged (once per run, with its name and line); 0 disables the check.
 	SlowTask time.Duration

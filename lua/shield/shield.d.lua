@@ -12,7 +12,9 @@
 --     when global.enabled and lock.enabled are true (the defaults);
 --   * rank: when global.enabled and rank.enabled are true (the defaults);
 --   * queue, delay_queue, priority_queue, reliable_queue, broadcast_queue:
---     when global.enabled and queue.enabled are true (the defaults).
+--     when global.enabled and queue.enabled are true (the defaults);
+--   * rate_limiter: when global.enabled and rate_limiter.enabled are true
+--     (the defaults).
 --
 -- Durations are milliseconds. Calls marked "blocking" suspend only the calling
 -- task (see docs/runtime.md); they raise "cannot block here" inside
@@ -845,5 +847,90 @@ function shield.reliable_queue(name, opts) end
 ---@param opts? shield.queue_options
 ---@return shield.broadcast_queue
 function shield.broadcast_queue(name, opts) end
+
+-- ---------------------------------------------------------------------------
+-- Rate limiter (docs/rate_limiter.md)
+-- ---------------------------------------------------------------------------
+
+--- Options of shield.rate_limiter. A token bucket takes `rate` (and
+--- `burst`); a sliding window takes `window` and `max_requests` with
+--- `sliding = true` (or `algorithm = "sliding_window"`). Without `algorithm`
+--- and `sliding` the config's rate_limiter.algorithm decides. Unknown keys,
+--- options of the other algorithm and impossible values raise.
+---@class shield.rate_limiter_options
+---@field rate? number token bucket: tokens per second, for the whole cluster on Redis; finite, > 0
+---@field burst? number token bucket: capacity, >= 1; default: rate (at least 1)
+---@field window? number sliding window: length in ms, >= 1
+---@field max_requests? integer sliding window: requests any window may hold, >= 1
+---@field sliding? boolean true: a sliding window; false: a token bucket
+---@field algorithm? "token_bucket"|"sliding_window"
+
+---@class shield.rate_limiter_stats
+---@field name string
+---@field algorithm "token_bucket"|"sliding_window"
+---@field active integer keys with local state in this process (a Redis sliding window keeps none)
+---@field allowed integer
+---@field rejected integer refused as over the limit
+---@field unavailable integer sliding window: refused because Redis did not answer
+---@field degraded integer token bucket: decisions made while the key's share had lapsed (Redis unreachable or the sync late); also in allowed/rejected
+---@field rejected_today integer rejected + unavailable since UTC midnight
+---@field processes integer processes sharing the token bucket at its last sync (1 on memory)
+
+--- A rate limiter: one per name and process (every Lua state of the process
+--- gets the same one). Keys are non-empty strings; each key has its own
+--- bucket or window.
+---
+--- Token bucket: allow, remaining and wait decide in local memory and never
+--- call Redis (about 0.3 µs from Lua); on Redis each process holds a share
+--- of each key's global rate and burst, reported every sync_interval.
+--- Sliding window: allow and remaining are one Redis script call each
+--- (blocking) on server time; exact.
+---@class shield.rate_limiter
+local rate_limiter = {}
+
+--- Takes `n` (default 1, an integer >= 1) requests of `key` if they fit.
+--- Token bucket: never blocks, never calls Redis. Sliding window: blocking;
+--- with Redis unreachable it answers false, "unavailable".
+---@param key string
+---@param n? integer
+---@return boolean allowed
+---@return "rejected"|"unavailable"? reason
+function rate_limiter:allow(key, n) end
+
+--- How many more requests of one `key` would be allowed now: the tokens of
+--- this process's bucket (token bucket), or the room left in the window
+--- (sliding window: blocking; raises when Redis is unreachable).
+---@param key string
+---@return integer
+function rate_limiter:remaining(key) end
+
+--- Waits up to `timeout_ms` (>= 0; 0 tries once) until `n` (default 1)
+--- requests of `key` are allowed, and takes them. Blocks only the calling
+--- task. Token bucket: waits on local timers, never calls Redis. Sliding
+--- window: retries when the window has room again; false, "unavailable" at
+--- once when Redis is unreachable. Raises when `n` exceeds burst or
+--- max_requests (it could never be granted). Blocking.
+---@param key string
+---@param timeout_ms number
+---@param n? integer
+---@return boolean ok
+---@return "timeout"|"unavailable"? reason
+function rate_limiter:wait(key, timeout_ms, n) end
+
+--- This process's counters of the limiter.
+---@return shield.rate_limiter_stats
+function rate_limiter:stats() end
+
+--- The limiter's name.
+---@return string
+function rate_limiter:name() end
+
+--- The limiter called `name` (non-empty, not starting with '}'), created
+--- with `opts` the first time; asking again with other options raises.
+--- Nil when rate_limiter.enabled is false.
+---@param name string
+---@param opts shield.rate_limiter_options
+---@return shield.rate_limiter
+function shield.rate_limiter(name, opts) end
 
 return shield
