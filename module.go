@@ -35,7 +35,9 @@ import (
 	"github.com/shieldrt/shieldglobal/core/lock"
 	"github.com/shieldrt/shieldglobal/core/lock/local"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
+	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/ops"
 )
 
 // Config is the module configuration (see config/global.yaml).
@@ -111,6 +113,16 @@ type Module struct {
 	internal   pubsub.Bus // Redis: cache invalidations and lock wake-ups, on their own connection
 	closeOnce  sync.Once
 	closed     atomic.Bool
+
+	// The scheduler (nil when scheduler.enabled is false): its Engine, the
+	// binding shared by the runtimes, the Redis store (nil on memory), and
+	// the context of Go-run tasks (scheduleGo); see scheduler.go.
+	sched        *scheduler.Engine
+	schedBinding *bindings.Scheduler
+	schedStore   *scheduler.Redis
+	schedCtx     context.Context
+	schedCancel  context.CancelFunc
+	ops          *ops.Server // nil unless ops.enabled
 }
 
 // New builds the Module cfg describes. With global.enabled false it returns a
@@ -148,6 +160,18 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 	}
 	if cfg.Lock.Enabled {
 		if err := m.startLocks(); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	if cfg.Scheduler.Enabled {
+		if err := m.startScheduler(); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	if cfg.Ops.Enabled {
+		if err := m.startOps(); err != nil {
 			m.Close()
 			return nil, err
 		}
@@ -295,7 +319,7 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 		return nil, ErrModuleClosed
 	}
 	return bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks,
-		SlowTask: config.Millis(m.Config.Global.Runtime.SlowTask)})
+		Scheduler: m.schedBinding, SlowTask: config.Millis(m.Config.Global.Runtime.SlowTask)})
 }
 
 // StateOptions are the lua.Options recommended for a Lua state given to
@@ -322,6 +346,10 @@ func (m *Module) Close() error {
 	var err error
 	m.closeOnce.Do(func() {
 		m.closed.Store(true)
+		if m.ops != nil {
+			err = errors.Join(err, m.ops.Close())
+		}
+		err = errors.Join(err, m.closeScheduler())
 		if m.LocalLocks != nil {
 			m.LocalLocks.StopExpiry()
 		}

@@ -20,6 +20,8 @@ type Services struct {
 	Now    func() time.Time
 	Global *Global
 	Locks  *Locks
+	// Scheduler backs shield.scheduler() (nil when scheduler.enabled is false).
+	Scheduler *Scheduler
 	// SlowTask is how long a task may run without yielding before it is
 	// logged (once per run, with its name and line); 0 disables the check.
 	SlowTask time.Duration
