@@ -300,6 +300,12 @@ func (b *schedBinding) close() {
 	b.s.Engine.Detach(b.owner)
 }
 
+func (b *schedBinding) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
 // errRuntimeClosing fails a firing handed to a runtime that is closing.
 var errRuntimeClosing = errors.New("shield.scheduler: the runtime that registered the task is closing")
 
@@ -329,12 +335,20 @@ func (b *schedBinding) start(fn, onError *lua.LFunction, f scheduler.Firing, don
 			done(nil)
 			return
 		}
-		rt.callbackFailed("scheduled task", f.Task, err)
 		msg := err.Error()
 		var te *TaskError
 		if errors.As(err, &te) {
 			msg = te.Message
 		}
+		if b.isClosed() {
+			// Interrupted by the runtime's shutdown: Close names such
+			// tasks; the Engine learns the run did not end well.
+			done(errors.New(msg))
+			return
+		}
+		rt.callbackErrs++
+		rt.log.Error("shield: scheduled task failed", "task", f.Task, "attempt", f.Attempt,
+			"scheduled", f.Scheduled.UTC().Format(time.RFC3339Nano), "error", err.Error())
 		if onError != nil {
 			rt.Spawn("on_error "+f.Task, onError, []lua.LValue{lua.LString(msg), info}, func(err error) {
 				if err != nil {
