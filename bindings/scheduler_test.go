@@ -21,7 +21,9 @@ import (
 
 type fakeClock struct{ *testclock.Clock }
 
-func (f fakeClock) AfterFunc(d time.Duration, fn func()) scheduler.Timer { return f.Clock.AfterFunc(d, fn) }
+func (f fakeClock) AfterFunc(d time.Duration, fn func()) scheduler.Timer {
+	return f.Clock.AfterFunc(d, fn)
+}
 
 type schedFixture struct {
 	t   *testing.T
