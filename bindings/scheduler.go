@@ -2,6 +2,7 @@ package bindings
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -44,7 +45,7 @@ type Scheduler struct {
 // bindings (runtimes) that registered it.
 type schedName struct {
 	kind     scheduler.Kind
-	bindings map[*schedBinding]struct{}
+	bindings []*schedBinding // usually one
 }
 
 // NewScheduler returns a Scheduler without an Engine yet.
@@ -72,8 +73,8 @@ func (s *Scheduler) Event(ev scheduler.Event) {
 		return
 	}
 	ended := n.kind == scheduler.KindOnce && endsOnce(ev)
-	targets := make([]*schedBinding, 0, len(n.bindings))
-	for b := range n.bindings {
+	var targets []*schedBinding
+	for _, b := range n.bindings {
 		if ended || b.listens(ev.Kind) {
 			targets = append(targets, b)
 		}
@@ -115,7 +116,7 @@ func (s *Scheduler) Forget(name string) {
 	if n == nil {
 		return
 	}
-	for b := range n.bindings {
+	for _, b := range n.bindings {
 		b.rt.Post(func() { b.forget(name) })
 	}
 }
@@ -126,10 +127,12 @@ func (s *Scheduler) track(b *schedBinding, name string, kind scheduler.Kind) {
 	defer s.mu.Unlock()
 	n := s.names[name]
 	if n == nil || n.kind != kind {
-		n = &schedName{kind: kind, bindings: map[*schedBinding]struct{}{}}
-		s.names[name] = n
+		s.names[name] = &schedName{kind: kind, bindings: []*schedBinding{b}}
+		return
 	}
-	n.bindings[b] = struct{}{}
+	if !slices.Contains(n.bindings, b) {
+		n.bindings = append(n.bindings, b)
+	}
 }
 
 // untrack drops b's registration of name (every name when name is "").
@@ -137,7 +140,7 @@ func (s *Scheduler) untrack(b *schedBinding, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	drop := func(key string, n *schedName) {
-		delete(n.bindings, b)
+		n.bindings = slices.DeleteFunc(n.bindings, func(x *schedBinding) bool { return x == b })
 		if len(n.bindings) == 0 {
 			delete(s.names, key)
 		}
@@ -293,8 +296,12 @@ func (b *schedBinding) close() {
 	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()
-	for name := range b.tasks {
-		b.forget(name)
+	for name, t := range b.tasks {
+		delete(b.tasks, name)
+		if t.check != nil {
+			t.check.Stop()
+		}
+		b.rt.Unref()
 	}
 	b.s.untrack(b, "")
 	b.s.Engine.Detach(b.owner)
