@@ -131,7 +131,7 @@ func main() {
 }
 
 type result struct {
-	n              int
+	n             int
 	p50, p99, max float64 // ms
 }
 
