@@ -51,7 +51,8 @@ func stopScheduled(t *testing.T, cmd *exec.Cmd, out *lockedBuffer) {
 // recorder is the task of the multi-process tests: a distributed 100 ms
 // interval task (overlap allow: a firing whose runner died must not block
 // the next ones) that records each run of each fire time in Redis, then
-// works for 30 ms.
+// works for 40 ms (printing running=<fire time> when it starts, so a test
+// can kill a process mid-run).
 const recorder = `
 local who = arg[1]
 local s = shield.scheduler()
@@ -60,7 +61,8 @@ s:interval("mp", 100, function(info)
 	local k = string.format("%d", info.scheduled)
 	g:incr("fired:" .. k)
 	g:set("by:" .. k .. ":" .. who, info.recovered and "recovered" or "first")
-	shield.sleep(30)
+	print("running=" .. k)
+	shield.sleep(40)
 	g:set("done:" .. k .. ":" .. who, true)
 end, { distributed = true, lock_ttl = 600, overlap = "allow" })
 print("ready")
@@ -140,6 +142,11 @@ func (fl fireLog) check(t *testing.T, from, to int64, killed string) (twice int)
 	if last := inWindow[len(inWindow)-1]; to-last >= 100 {
 		t.Fatalf("firings missed at the end of the window: last %d, window to %d", last, to)
 	}
+	for _, f := range inWindow {
+		if len(fl.done[f]) == 0 {
+			t.Fatalf("fire time %d started (runners %v) but no run of it finished", f, fl.by[f])
+		}
+	}
 	for _, f := range fires {
 		runners := fl.by[f]
 		n := fl.counts[f]
@@ -216,6 +223,14 @@ func TestSchedulerKilledProcessMissesNothing(t *testing.T) {
 	}
 	from := nowMs() + 200
 	time.Sleep(4 * time.Second)
+	// Kill p0 mid-run: right after it prints that a run started.
+	seen := strings.Count(outs[0].String(), "running=")
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(outs[0].String(), "running=") == seen; {
+		if time.Now().After(deadline) {
+			t.Fatalf("p0 runs nothing:\n%s", outs[0].String())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	cmds[0].Process.Signal(syscall.SIGKILL)
 	cmds[0].Wait()
 	time.Sleep(6 * time.Second)
@@ -233,8 +248,14 @@ func TestSchedulerKilledProcessMissesNothing(t *testing.T) {
 			recovered++
 		}
 	}
-	if recovered == 0 {
-		t.Fatal("no firing of the killed process was re-run (it held claims when it died)")
+	midRun := 0
+	for f, runners := range fl.by {
+		if slicesContains(runners, "p0") && !slicesContains(fl.done[f], "p0") {
+			midRun++ // check made sure another process finished it
+		}
+	}
+	if midRun == 0 || recovered == 0 {
+		t.Fatalf("the kill did not land mid-run (%d firings cut short, %d re-run): the test proves nothing", midRun, recovered)
 	}
 	t.Logf("%d fire times; %d re-run after the kill, %d of them twice (the killed process was mid-run)", len(fl.by), recovered, twice)
 }
