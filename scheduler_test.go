@@ -130,7 +130,10 @@ func TestSchedulerDisabledRegistersNothing(t *testing.T) {
 		t.Fatalf("scheduleGo: %v", err)
 	}
 	rt := newRuntime(t, m)
-	if err := rt.RunString(`assert(shield.scheduler == nil, "shield.scheduler registered")`, "t.lua"); err != nil {
+	if err := rt.RunString(`
+		assert(shield.scheduler == nil, "shield.scheduler registered")
+		local ok, err = pcall(shield.rank, "b", { reset = "daily" })
+		assert(not ok and err:find("reset needs the scheduler", 1, true), err)`, "t.lua"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -222,6 +225,45 @@ func TestScheduleGoRunsGoTasks(t *testing.T) {
 			}
 			if err := m.unscheduleGo("rank:reset"); !errors.Is(err, scheduler.ErrNotFound) {
 				t.Fatalf("second unschedule: %v", err)
+			}
+		})
+	}
+}
+
+// shield.rank's periodic reset is a task of the Module's scheduler: it
+// shows in scheduler:get and /ops/scheduler, and its runs reset the board.
+func TestRankResetRunsOnTheScheduler(t *testing.T) {
+	for name, base := range map[string]func(*testing.T) Config{
+		"memory": func(*testing.T) Config { return config.Default() },
+		"redis":  redisConfig,
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := newModule(t, base(t))
+			rt := newRuntime(t, m)
+			if err := rt.RunString(`
+				local board = shield.rank("daily_score", { reset = "daily", reset_time = "04:30" })
+				board:update("alice", 10)
+				local s = shield.scheduler()
+				local task = s:get("rank:daily_score:reset")
+				local deadline = shield.now_ms() + 5000
+				while not task do -- a distributed registration on Redis goes out asynchronously
+					assert(shield.now_ms() < deadline, "no reset task")
+					shield.sleep(5)
+					task = s:get("rank:daily_score:reset")
+				end
+				assert(task:schedule() == "30 4 * * *", task:schedule())
+				assert(task:info().distributed == true and task:info().timezone == "UTC")
+				assert(s:trigger("rank:daily_score:reset"))
+				while board:count() > 0 do
+					assert(shield.now_ms() < deadline, "the reset did not clear the board")
+					shield.sleep(5)
+				end
+				while s:get("rank:daily_score:reset"):run_count() < 1 do shield.sleep(5) end`, "rank.lua"); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := m.opsScheduler(context.Background())
+			if err != nil || len(rep.Tasks) != 1 || rep.Tasks[0].Name != "rank:daily_score:reset" || !rep.Tasks[0].Distributed {
+				t.Fatalf("ops report %+v %v", rep, err)
 			}
 		})
 	}

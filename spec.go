@@ -30,6 +30,8 @@ type SpecOptions struct {
 	// test still running after it fails, interrupted at its current line
 	// (also when it never yields). Default 10 s.
 	Timeout time.Duration
+	// Format is the output: SpecHuman (default), SpecTAP or SpecJUnit.
+	Format string
 }
 
 // DefaultSpecTimeout is SpecOptions.Timeout when it is zero.
@@ -48,8 +50,9 @@ finish(spec.run(write, { call = call, report = report, summary = false }))
 
 // RunSpecs runs busted-style *_spec.lua files (paths may be directories,
 // searched recursively) on this module, each file in a fresh Lua state, and
-// writes one line per test and a summary line per file to out. A file that
-// fails to load counts as one failure.
+// writes the results to out in opts.Format: by default one line per test, a
+// summary line per file and the total last. A file that fails to load counts
+// as one failure. Errors: a path that does not exist, an unknown format.
 //
 // Each test body and hook runs as a task of its own, bounded by
 // opts.Timeout; a task it spawns that raises fails the test (or, once the
@@ -61,18 +64,23 @@ func (m *Module) RunSpecs(ctx context.Context, paths []string, out io.Writer, op
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultSpecTimeout
 	}
+	sink, err := newSpecSink(opts.Format, out)
+	if err != nil {
+		return SpecResult{}, err
+	}
 	files, err := specFiles(paths)
 	if err != nil {
 		return SpecResult{}, err
 	}
 	var total SpecResult
+	defer func() { sink.end(total) }()
 	for _, f := range files {
 		if ctx.Err() != nil {
 			total.Interrupted = true
 			break
 		}
-		fmt.Fprintf(out, "# %s\n", f)
-		r := m.runSpecFile(ctx, f, out, opts)
+		sink.file(f)
+		r := m.runSpecFile(ctx, f, sink, opts)
 		total.Passed += r.Passed
 		total.Failed += r.Failed
 		total.Skipped += r.Skipped
@@ -87,8 +95,9 @@ func (m *Module) RunSpecs(ctx context.Context, paths []string, out io.Writer, op
 // specRun is the state of one spec file's run. Loop only, except counts.
 type specRun struct {
 	rt   *Runtime
-	out  io.Writer
+	sink specSink
 	opts SpecOptions
+	last time.Time // of the previous result, for each test's duration
 	// Counted as results arrive, so an interrupted file still reports.
 	passed, failed, skipped atomic.Int32
 	late                    []lateFailure     // failures of tasks whose test was over
@@ -98,15 +107,21 @@ type specRun struct {
 // lateFailure is a spawned task that raised after its test was reported.
 type lateFailure struct{ test, text string }
 
-func (m *Module) runSpecFile(ctx context.Context, path string, out io.Writer, opts SpecOptions) SpecResult {
+func (m *Module) runSpecFile(ctx context.Context, path string, sink specSink, opts SpecOptions) SpecResult {
 	L := lua.NewState(StateOptions())
 	defer L.Close()
 	rt, err := m.NewRuntime(L)
 	if err != nil {
-		fmt.Fprintf(out, "FAIL - %s\n    %v\n", path, err)
-		return SpecResult{Failed: 1}
+		sink.fileFailed(path, err.Error())
+		r := SpecResult{Failed: 1}
+		sink.endFile(path, r)
+		return r
 	}
-	s := &specRun{rt: rt, out: out, opts: opts, outcome: map[string]string{}}
+	s := &specRun{rt: rt, sink: sink, opts: opts, outcome: map[string]string{}, last: time.Now()}
+	out := sink.lines()
+	if out == nil {
+		out = io.Discard
+	}
 	stop := context.AfterFunc(ctx, func() { rt.Close(0) })
 	defer stop()
 	var loadErr error
@@ -127,14 +142,14 @@ func (m *Module) runSpecFile(ctx context.Context, path string, out io.Writer, op
 	})
 	if err == nil && loadErr != nil {
 		// A syntax error: the message says where; there is no stack to show.
-		fmt.Fprintf(out, "FAIL - %s\n    %s\n", path, indent(strings.TrimSpace(loadErr.Error())))
+		sink.fileFailed(path, strings.TrimSpace(loadErr.Error()))
 		s.failed.Add(1)
 	} else if err == nil {
 		err = rt.RunString(runner, "<shield>/spec-runner", args...)
 	}
 	interrupted := ctx.Err() != nil
 	if err != nil && !interrupted {
-		fmt.Fprintf(out, "FAIL - %s\n    %s\n", path, strings.ReplaceAll(err.Error(), "\n", "\n    "))
+		sink.fileFailed(path, err.Error())
 		s.failed.Add(1)
 	}
 	// Tasks the file left behind are stopped now, not after a grace period.
@@ -142,7 +157,7 @@ func (m *Module) runSpecFile(ctx context.Context, path string, out io.Writer, op
 		// A test reported ok whose spawned task raised later is a failure
 		// after all.
 		for _, f := range s.late {
-			fmt.Fprintln(out, f.text)
+			sink.late(f.test, f.text)
 			if s.outcome[f.test] == "ok" {
 				s.outcome[f.test] = "fail"
 				s.passed.Add(-1)
@@ -153,21 +168,17 @@ func (m *Module) runSpecFile(ctx context.Context, path string, out io.Writer, op
 	})
 	rt.Close(0)
 	r := SpecResult{Passed: int(s.passed.Load()), Failed: int(s.failed.Load()), Skipped: int(s.skipped.Load()), Interrupted: interrupted}
-	line := fmt.Sprintf("%d passed, %d failed", r.Passed, r.Failed)
-	if r.Skipped > 0 {
-		line += fmt.Sprintf(", %d skipped", r.Skipped)
-	}
-	if interrupted {
-		line += " (interrupted)"
-	}
-	fmt.Fprintln(out, line)
+	sink.endFile(path, r)
 	return r
 }
 
-// report(kind, name): one result of the file.
+// report(kind, name [, text]): one result of the file.
 func (s *specRun) report(L *lua.LState) int {
-	kind := L.CheckString(1)
-	s.outcome[L.CheckString(2)] = kind
+	kind, name := L.CheckString(1), L.CheckString(2)
+	s.outcome[name] = kind
+	now := time.Now()
+	s.sink.result(kind, name, L.OptString(3, ""), now.Sub(s.last))
+	s.last = now
 	switch kind {
 	case "ok":
 		s.passed.Add(1)
@@ -189,13 +200,12 @@ func (s *specRun) call(L *lua.LState) int {
 	return rt.Suspend(L, "shield.spec", func(complete func(bindings.Result)) {
 		var spawned []*bindings.TaskError
 		over := false
-		g := &bindings.Group{OnError: func(err *bindings.TaskError) {
+		g := &bindings.Group{Inherited: true, OnError: func(err *bindings.TaskError) {
 			if !over {
 				spawned = append(spawned, err)
 				return
 			}
-			s.late = append(s.late, lateFailure{test: name, text: fmt.Sprintf("FAIL - %s\n    a task spawned by this test failed after it ended: %s",
-				name, indent(err.Error()))})
+			s.late = append(s.late, lateFailure{test: name, text: err.Error()})
 		}}
 		var timedOut atomic.Bool
 		timer := time.AfterFunc(s.opts.Timeout, func() {

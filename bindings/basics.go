@@ -111,7 +111,7 @@ func (rt *Runtime) spawn(L *lua.LState) int {
 	// Start it on the next loop turn: the caller keeps running until it
 	// yields. It belongs to the spawner's group.
 	var g *Group
-	if t := rt.running; t != nil {
+	if t := rt.running; t != nil && t.group != nil && t.group.Inherited {
 		g = t.group
 	}
 	rt.starting++ // a task from now on, for Wait and Close

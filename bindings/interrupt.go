@@ -26,15 +26,18 @@ type vmContext struct {
 	kill     chan struct{}
 	killOnce sync.Once
 	// flags is non-zero while probe or target is set: Done's slow path.
-	flags  atomic.Uint32
-	line   atomic.Pointer[string]
-	target atomic.Pointer[Group] // a group whose tasks to interrupt (Runtime.InterruptGroup)
-	rt     *Runtime
+	flags atomic.Uint32
+	line  atomic.Pointer[string]
+	rt    *Runtime
+
+	mu      sync.Mutex
+	targets map[*Group]error // groups whose tasks to interrupt, with the cause (InterruptGroup)
 }
 
 const (
 	flagProbe  = 1 << iota // record the running line
 	flagTarget             // interrupt target when it runs
+	flagKill               // interrupt whatever runs
 )
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -43,11 +46,12 @@ func (c *vmContext) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (c *vmContext) Value(any) any               { return nil }
 
 // Done is called by the VM before every instruction of every task thread.
+// Nothing to do is a nil channel, which the VM's select skips cheapest.
 func (c *vmContext) Done() <-chan struct{} {
 	if c.flags.Load() != 0 {
 		return c.slow()
 	}
-	return c.kill
+	return nil
 }
 
 // slow runs on the loop goroutine, inside the VM.
@@ -58,16 +62,28 @@ func (c *vmContext) slow() <-chan struct{} {
 		c.line.Store(&line)
 		c.flags.And(^uint32(flagProbe))
 	}
-	if f&flagTarget != 0 && c.targeted() {
+	if f&flagKill != 0 {
 		return closedChan
 	}
-	return c.kill
+	if f&flagTarget != 0 {
+		if hit, _ := c.targeted(); hit {
+			return closedChan
+		}
+	}
+	return nil
 }
 
-// targeted reports whether the running task is one to interrupt. Loop only.
-func (c *vmContext) targeted() bool {
-	g, t := c.target.Load(), c.rt.running
-	return g != nil && t != nil && t.group == g
+// targeted reports whether the running task is one to interrupt, and why.
+// Loop only.
+func (c *vmContext) targeted() (bool, error) {
+	t := c.rt.running
+	if t == nil || t.group == nil {
+		return false, nil
+	}
+	c.mu.Lock()
+	cause, ok := c.targets[t.group]
+	c.mu.Unlock()
+	return ok, cause
 }
 
 func (c *vmContext) Err() error {
@@ -76,15 +92,22 @@ func (c *vmContext) Err() error {
 		return ErrInterrupted
 	default:
 	}
-	if c.flags.Load()&flagTarget != 0 && c.targeted() {
-		return ErrInterrupted
+	if c.flags.Load()&flagTarget != 0 {
+		if hit, cause := c.targeted(); hit {
+			return cause
+		}
 	}
 	return nil
 }
 
 func (c *vmContext) probe() { c.flags.Or(flagProbe) }
 
-func (c *vmContext) interrupt() { c.killOnce.Do(func() { close(c.kill) }) }
+func (c *vmContext) interrupt() {
+	c.killOnce.Do(func() {
+		close(c.kill)
+		c.flags.Or(flagKill)
+	})
+}
 
 func (c *vmContext) killed() bool {
 	select {
@@ -95,15 +118,34 @@ func (c *vmContext) killed() bool {
 	}
 }
 
-// aim makes the tasks of g raise ErrInterrupted at their next instruction
-// (nil: nobody).
-func (c *vmContext) aim(g *Group) {
-	c.target.Store(g)
-	if g != nil {
-		c.flags.Or(flagTarget)
-	} else {
+// aim makes the tasks of g raise cause at their next instruction.
+func (c *vmContext) aim(g *Group, cause error) {
+	c.mu.Lock()
+	if c.targets == nil {
+		c.targets = map[*Group]error{}
+	}
+	c.targets[g] = cause
+	c.flags.Or(flagTarget)
+	c.mu.Unlock()
+}
+
+// unaim forgets g; it reports whether g was aimed at.
+func (c *vmContext) unaim(g *Group) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.targets[g]
+	delete(c.targets, g)
+	if len(c.targets) == 0 {
 		c.flags.And(^uint32(flagTarget))
 	}
+	return ok
+}
+
+// aimed returns the cause g is aimed with, or nil.
+func (c *vmContext) aimed(g *Group) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.targets[g]
 }
 
 // monitor watches how long the loop has been inside one resume: a task that
@@ -124,6 +166,16 @@ func (m *monitor) enter(t *Task) {
 }
 
 func (m *monitor) leave() { m.start.Store(0) }
+
+// Responsive reports whether the runtime's loop makes progress: no resume
+// has been running for longer than within (a task that never yields, or a
+// Go function called from Lua that does not return, wedges the loop). Safe
+// from any goroutine. Work that must not outlive a wedged loop — extending
+// a lease, a message's visibility — checks it.
+func (rt *Runtime) Responsive(within time.Duration) bool {
+	start := rt.mon.start.Load()
+	return start == 0 || time.Duration(nanotime()-start) < within
+}
 
 // watch runs on its own goroutine until stop is closed.
 func (rt *Runtime) watch(stop <-chan struct{}) {

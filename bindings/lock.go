@@ -518,7 +518,7 @@ func (b *lockBinding) release(L *lua.LState) int {
 
 // call runs work inline or off the loop depending on the lock's backend.
 func (lo *lockObj) call(L *lua.LState, a args, work func(ctx context.Context) (any, error), convert func(*lua.LState, any) []lua.LValue) int {
-	return lo.b.rt.Call(L, lo.kind+":"+a.fn, lo.impl.inline(), work, convert)
+	return lo.b.rt.AwaitInline(L, lo.kind+":"+a.fn, lo.impl.inline(), work, convert)
 }
 
 // l:extend(ms) -> true | false, "not_held": resets the lease to ms.

@@ -38,11 +38,22 @@ func (rt *Runtime) enqueueFunc(o store.Pending, done func()) {
 }
 
 // Post queues fn to run on the loop. It is safe from any goroutine; once
-// the runtime has stopped it is dropped.
-func (rt *Runtime) Post(fn func()) {
+// the runtime has stopped it is dropped (see TryPost).
+func (rt *Runtime) Post(fn func()) { rt.TryPost(fn) }
+
+// TryPost is Post that reports whether fn was queued: false once the
+// runtime has stopped, when fn will never run.
+func (rt *Runtime) TryPost(fn func()) bool {
+	rt.mu.Lock()
+	stopped := rt.stopped
+	rt.mu.Unlock()
+	if stopped {
+		return false
+	}
 	if rt.acquire(fn) {
 		rt.goWork(rt.drive)
 	}
+	return true
 }
 
 // postLocal queues fn for the next loop turn, from the loop itself: no

@@ -142,7 +142,7 @@ func (b *globalBinding) sub(L *lua.LState, fn string, pattern bool) int {
 	s := &subscription{rt: b.rt, fn: a.function(3), name: name, inline: b.g.Inline}
 	b.rt.Ref()
 	s.forget = b.rt.OnClose(s.close)
-	return b.rt.Call(L, b.name(fn), s.inline, func(ctx context.Context) (any, error) {
+	return b.rt.AwaitInline(L, b.name(fn), s.inline, func(ctx context.Context) (any, error) {
 		// Never wait forever for Redis: a subscription that cannot be
 		// confirmed in time is an error the script sees.
 		ctx, cancel := context.WithTimeout(ctx, subscribeTimeout)

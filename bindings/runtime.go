@@ -36,6 +36,7 @@ type Runtime struct {
 	closing  bool
 	stopped  bool // Close ended the runtime: Post drops work, nobody takes the loop again
 	stopOnce sync.Once
+	stopFns  []func() // OnStop
 
 	ctx    context.Context // cancelled when the runtime stops; in-flight work sees it
 	cancel context.CancelFunc
@@ -44,7 +45,7 @@ type Runtime struct {
 
 	vm          *vmContext
 	mon         monitor
-	interrupted []string // tasks Close interrupted (set before done is closed)
+	interrupted []string // tasks Close interrupted; guarded by mu
 
 	// Loop-only state.
 	local        []func()              // posted by the loop itself, for the next turn
@@ -149,6 +150,15 @@ func (rt *Runtime) install() error {
 	}
 	if l := rt.svc.Locks; l != nil {
 		rt.installLocks(rt.lib, l)
+	}
+	if r := rt.svc.Ranks; r != nil {
+		rt.installRanks(rt.lib, r)
+	}
+	if q := rt.svc.Queues; q != nil {
+		rt.installQueues(rt.lib, q)
+	}
+	if l := rt.svc.Limiters; l != nil {
+		rt.installRateLimiter(rt.lib, l)
 	}
 	if s := rt.svc.Scheduler; s != nil {
 		rt.installScheduler(rt.lib, s)
@@ -331,6 +341,13 @@ func (rt *Runtime) Close(grace time.Duration) {
 	case <-time.After(killWait):
 		rt.log.Error("shield: the runtime loop did not stop: a Go function called from Lua does not return; giving up on it")
 	}
+	rt.mu.Lock()
+	stops := rt.stopFns
+	rt.stopFns = nil
+	rt.mu.Unlock()
+	for _, fn := range stops {
+		fn()
+	}
 }
 
 // interruptRunning is Close's last resort after grace: Lua that is running
@@ -360,8 +377,10 @@ func (rt *Runtime) interruptRunning(grace time.Duration) {
 	})
 	select {
 	case <-ended:
-		if n := len(rt.interrupted); n > 0 {
-			names := rt.interrupted
+		rt.mu.Lock()
+		names := append([]string(nil), rt.interrupted...)
+		rt.mu.Unlock()
+		if n := len(names); n > 0 {
 			if n > 10 {
 				names = append(names[:10:10], fmt.Sprintf("and %d more", n-10))
 			}
@@ -371,12 +390,25 @@ func (rt *Runtime) interruptRunning(grace time.Duration) {
 	}
 }
 
+// Library returns the shield table (what require("shield") returns).
+func (rt *Runtime) Library() *lua.LTable { return rt.lib }
+
+// OnStop registers fn to run when Close has stopped the runtime (on the
+// goroutine that called Close).
+func (rt *Runtime) OnStop(fn func()) {
+	rt.mu.Lock()
+	rt.stopFns = append(rt.stopFns, fn)
+	rt.mu.Unlock()
+}
+
 // Interrupted returns the names of the tasks Close had to interrupt after
 // its grace period (empty after a clean stop). Call it after Close.
 func (rt *Runtime) Interrupted() []string {
 	select {
 	case <-rt.done:
-		return rt.interrupted
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return append([]string(nil), rt.interrupted...)
 	default:
 		return nil
 	}

@@ -323,12 +323,9 @@ var errRuntimeClosing = errors.New("shield.scheduler: the runtime that registere
 func (b *schedBinding) runFunc(fn, onError *lua.LFunction) scheduler.RunFunc {
 	return func(f scheduler.Firing, done func(error)) {
 		b.mu.Lock()
-		closed := b.closed
-		if !closed {
-			b.rt.Post(func() { b.start(fn, onError, f, done) })
-		}
+		queued := !b.closed && b.rt.TryPost(func() { b.start(fn, onError, f, done) })
 		b.mu.Unlock()
-		if closed {
+		if !queued {
 			done(errRuntimeClosing)
 		}
 	}
@@ -347,7 +344,7 @@ func (b *schedBinding) start(fn, onError *lua.LFunction, f scheduler.Firing, don
 		if errors.As(err, &te) {
 			msg = te.Message
 		}
-		if b.isClosed() {
+		if b.isClosed() || errors.Is(err, ErrInterrupted) || errors.Is(err, ErrClosed) {
 			// Interrupted by the runtime's shutdown: Close names such
 			// tasks; the Engine learns the run did not end well.
 			done(errors.New(msg))

@@ -13,31 +13,10 @@ import (
 	"github.com/shieldrt/shieldglobal/core/store"
 )
 
-// runValue is Run for operations whose expected failures are values:
-// result turns the op's outcome (error included) into Lua results, or
-// returns an error to raise (prefixed with name and the caller's line, as
-// Run does). A local op runs inline; a Redis op joins this turn's pipeline
-// (the task yields), or runs right here outside a task.
-func runValue[T any](rt *Runtime, L *lua.LState, name string, o *store.Op[T], result func(*lua.LState, T, error) ([]lua.LValue, error)) int {
-	if o.Kind() != store.KindRedis || rt.callMode(L) == modeSync {
-		v, err := o.Do(rt.ctx)
-		vals, err := result(L, v, err)
-		if err != nil {
-			raise(L, "%s: %s", name, err.Error())
-		}
-		return pushAll(L, vals)
-	}
-	return rt.Suspend(L, name, func(complete func(Result)) {
-		Go(rt, o, func(v T, err error) {
-			complete(func() ([]lua.LValue, error) { return result(rt.L, v, err) })
-		})
-	})
-}
-
-// notFound makes ErrNotFound the value pair nil, "not_found".
-func notFound(err error) ([]lua.LValue, error) {
+// taskNotFound makes ErrNotFound the value pair nil, "not_found".
+func taskNotFound(err error) ([]lua.LValue, error) {
 	if errors.Is(err, scheduler.ErrNotFound) {
-		return []lua.LValue{lua.LNil, lua.LString("not_found")}, nil
+		return notFound(), nil
 	}
 	return nil, err
 }
@@ -130,7 +109,7 @@ func (b *schedBinding) taskName(a args, n int) string {
 func (b *schedBinding) registerTask(L *lua.LState, fn, name string, s scheduler.Schedule, run *lua.LFunction, o taskOpts, wrap func(error) error) int {
 	op := b.s.Engine.Register(scheduler.Task{Name: name, Schedule: s, Options: o.opts, Owner: b.owner,
 		Run: b.runFunc(run, o.onError)})
-	return runValue(b.rt, L, b.name(fn), op, func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
+	return RunOutcome(b.rt, L, b.name(fn), op, func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
 		if err != nil {
 			switch {
 			case errors.Is(err, scheduler.ErrInvalid):
@@ -155,9 +134,9 @@ func (b *schedBinding) registerTask(L *lua.LState, fn, name string, s scheduler.
 func (b *schedBinding) get(L *lua.LState) int {
 	a := b.args(L, "get")
 	name := b.taskName(a, 2)
-	return runValue(b.rt, L, b.name("get"), b.s.Engine.Get(name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
+	return RunOutcome(b.rt, L, b.name("get"), b.s.Engine.Get(name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
 		if err != nil {
-			return notFound(err)
+			return taskNotFound(err)
 		}
 		return []lua.LValue{b.taskObject(L, info)}, nil
 	})
@@ -167,7 +146,7 @@ func (b *schedBinding) get(L *lua.LState) int {
 // by name.
 func (b *schedBinding) list(L *lua.LState) int {
 	b.args(L, "list")
-	return runValue(b.rt, L, b.name("list"), b.s.Engine.List(), func(L *lua.LState, infos []scheduler.Info, err error) ([]lua.LValue, error) {
+	return RunOutcome(b.rt, L, b.name("list"), b.s.Engine.List(), func(L *lua.LState, infos []scheduler.Info, err error) ([]lua.LValue, error) {
 		if err != nil {
 			return nil, err
 		}
@@ -205,12 +184,12 @@ func (b *schedBinding) trigger(L *lua.LState) int {
 func (b *schedBinding) control(L *lua.LState, fn string, do func(string) *store.Op[struct{}], after func(string)) int {
 	a := b.args(L, fn)
 	name := b.taskName(a, 2)
-	return runValue(b.rt, L, b.name(fn), do(name), func(L *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
+	return RunOutcome(b.rt, L, b.name(fn), do(name), func(L *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
 		if errors.Is(err, scheduler.ErrNotFound) && after != nil {
 			after(name) // gone already (removed by another process): stop holding it
 		}
 		if err != nil {
-			return notFound(err)
+			return taskNotFound(err)
 		}
 		if after != nil {
 			after(name)
@@ -306,9 +285,9 @@ func (b *schedBinding) installTaskType() {
 	}))
 	methods.RawSetString("refresh", b.rt.blocking(func(L *lua.LState) int {
 		t := argsOf(L, schedTaskType, "refresh").self(1, schedTaskType).(*schedTask)
-		return runValue(b.rt, L, schedTaskType+":refresh", b.s.Engine.Get(t.info.Name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
+		return RunOutcome(b.rt, L, schedTaskType+":refresh", b.s.Engine.Get(t.info.Name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
 			if err != nil {
-				return notFound(err)
+				return taskNotFound(err)
 			}
 			t.info = info
 			return []lua.LValue{L.Get(1)}, nil

@@ -133,14 +133,6 @@ func (b *schedBinding) readTaskFile(L *lua.LState, a args, file string) *taskFil
 	return tf
 }
 
-// errorValue is the Lua value a PCall error carries.
-func errorValue(err error) lua.LValue {
-	if api, ok := err.(*lua.ApiError); ok {
-		return api.Object
-	}
-	return lua.LString(err.Error())
-}
-
 // registerFile(self, taskFile) -> name.
 func (b *schedBinding) registerFile(L *lua.LState) int {
 	a := b.args(L, "load")

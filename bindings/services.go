@@ -20,6 +20,13 @@ type Services struct {
 	Now    func() time.Time
 	Global *Global
 	Locks  *Locks
+	// Ranks backs shield.rank (nil when rank.enabled is false).
+	Ranks *Ranks
+	// Queues backs shield.queue and the other queue kinds; nil when
+	// queue.enabled is false.
+	Queues *Queues
+	// Limiters backs shield.rate_limiter (nil: rate_limiter.enabled is false).
+	Limiters *Limiters
 	// Scheduler backs shield.scheduler() (nil when scheduler.enabled is false).
 	Scheduler *Scheduler
 	// SlowTask is how long a task may run without yielding before it is

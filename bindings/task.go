@@ -16,12 +16,14 @@ var taskIDs atomic.Int64
 // Task is a coroutine run by the loop: a script's main chunk, a callback or a
 // shield.spawn'ed function.
 type Task struct {
-	ID    int64
-	Name  string
-	co    *lua.LState
-	tb    string // traceback captured when the task raised
-	done  func(err error)
-	group *Group
+	ID      int64
+	Name    string
+	co      *lua.LState
+	tb      string // traceback captured when the task raised
+	done    func(err error)
+	end     func(t *Task, err error) // instead of done, with the task (Results)
+	group   *Group
+	results []lua.LValue // what the task function returned
 
 	owner   string // OwnerID, built once
 	waiting *op    // the blocking call the task is suspended in, if any
@@ -40,7 +42,14 @@ type TaskError struct {
 	// Value is the Lua value the task raised (a string, or the table given
 	// to error()); nil when the task ended for another reason.
 	Value lua.LValue
+
+	err error // ErrClosed or ErrInterrupted when the runtime ended the task
 }
+
+// Unwrap is ErrClosed for a task whose pending call the closing runtime
+// ended, ErrInterrupted for one Close or InterruptGroup interrupted, nil for
+// an error the task raised by itself.
+func (e *TaskError) Unwrap() error { return e.err }
 
 // Group gathers the failures of the tasks started in it and of every task
 // those spawn, directly or not (shield.spawn inherits the spawner's group):
@@ -49,6 +58,9 @@ type TaskError struct {
 type Group struct {
 	// OnError receives each failure, on the loop, instead of the log.
 	OnError func(err *TaskError)
+	// Inherited makes the tasks these tasks spawn members too (the spec
+	// runner's groups); otherwise they belong to no group.
+	Inherited bool
 }
 
 func (e *TaskError) Error() string {
@@ -120,18 +132,24 @@ func (rt *Runtime) Spawn(name string, fn *lua.LFunction, args []lua.LValue, done
 
 // SpawnIn is Spawn for a task of group g (nil: none). Loop only.
 func (rt *Runtime) SpawnIn(g *Group, name string, fn *lua.LFunction, args []lua.LValue, done func(err error)) *Task {
-	t := &Task{ID: taskIDs.Add(1), Name: name, done: done, group: g}
+	t := &Task{done: done}
+	rt.spawnTask(t, g, name, fn, args)
+	return t
+}
+
+// spawnTask starts t (its done or end set by the caller). Loop only.
+func (rt *Runtime) spawnTask(t *Task, g *Group, name string, fn *lua.LFunction, args []lua.LValue) {
+	t.ID, t.Name, t.group = taskIDs.Add(1), name, g
 	if n := len(rt.spareThreads); n > 0 {
 		t.co = rt.spareThreads[n-1]
 		rt.spareThreads = rt.spareThreads[:n-1]
 		rt.threads[t.co] = t
 		rt.resume(t, append([]lua.LValue{fn}, args...)...)
-		return t
+		return
 	}
 	t.co = rt.newThread(rt.L)
 	rt.threads[t.co] = t
 	rt.resumeFn(t, rt.trampoline, append([]lua.LValue{fn}, args...))
-	return t
 }
 
 // resume runs task t until it yields or ends. Loop only.
@@ -146,6 +164,7 @@ func (rt *Runtime) resumeFn(t *Task, fn *lua.LFunction, args []lua.LValue) {
 	rt.running = prev
 	switch st {
 	case lua.ResumeOK:
+		t.results = vals
 		rt.finishTask(t, nil, false)
 	case lua.ResumeError:
 		rt.finishTask(t, err, false)
@@ -154,6 +173,7 @@ func (rt *Runtime) resumeFn(t *Task, fn *lua.LFunction, args []lua.LValue) {
 		case len(vals) > 0 && vals[0] == rt.mark:
 			// Suspended in a blocking call: its op resumes it.
 		case len(vals) > 0 && vals[0] == rt.doneMark:
+			t.results = vals[1:]
 			rt.finishTask(t, nil, true)
 		default:
 			// A plain coroutine.yield() at a task's top level yields to the
@@ -186,7 +206,10 @@ func (rt *Runtime) guardedResume(t *Task, fn *lua.LFunction, args []lua.LValue) 
 // failure count learns the outcome.
 func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 	killed := rt.vm.killed()
-	aimed := t.group != nil && rt.vm.target.Load() == t.group
+	var cause error
+	if t.group != nil {
+		cause = rt.vm.aimed(t.group)
+	}
 	t.ended = true
 	t.waiting = nil
 	rt.runCleanups(t)
@@ -196,54 +219,74 @@ func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 		rt.spareThreads = append(rt.spareThreads, t.co)
 	}
 	var terr *TaskError
-	if err != nil && !t.closed {
+	if err != nil {
 		terr = &TaskError{Task: t.Name, Message: err.Error(), Traceback: t.tb}
 		var api *lua.ApiError
 		if errors.As(err, &api) {
 			terr.Message, terr.Value = errorText(rt.L, api.Object), api.Object
 		}
-		if aimed && !strings.Contains(terr.Message, ErrInterrupted.Error()) {
-			terr.Message = ErrInterrupted.Error() + ": " + terr.Message
+		if cause != nil && !strings.Contains(terr.Message, cause.Error()) {
+			terr.Message = cause.Error() + ": " + terr.Message
+		}
+		switch {
+		case t.closed:
+			terr.err = ErrClosed
+		case killed || cause != nil:
+			terr.err = ErrInterrupted
 		}
 	}
 	switch {
+	case t.end != nil:
+		if terr == nil {
+			t.end(t, nil)
+		} else {
+			t.end(t, terr)
+		}
 	case t.done != nil:
 		if terr == nil {
 			t.done(nil)
 		} else {
 			t.done(terr)
 		}
-	case terr == nil:
+	case terr == nil, t.closed:
 	case killed:
 		// Close names the interrupted tasks once (Interrupted), not one
 		// log line each.
-		rt.interrupted = append(rt.interrupted, t.Name)
+		rt.noteInterrupted(t.Name)
 	case t.group != nil && t.group.OnError != nil:
 		t.group.OnError(terr)
 	default:
 		rt.failures++
 		rt.log.Error("shield: task failed", "task", t.Name, "error", terr.Error())
 	}
-	if killed && t.done != nil && terr != nil {
-		rt.interrupted = append(rt.interrupted, t.Name)
+	if killed && (t.done != nil || t.end != nil) && terr != nil && !t.closed {
+		rt.noteInterrupted(t.Name)
 	}
 }
 
+func (rt *Runtime) noteInterrupted(name string) {
+	rt.mu.Lock()
+	rt.interrupted = append(rt.interrupted, name)
+	rt.mu.Unlock()
+}
+
+// Results returns what the task's function returned (valid once it ended).
+func (t *Task) Results() []lua.LValue { return t.results }
+
 // InterruptGroup ends every task of group g with ErrInterrupted: the running
 // one at its next Lua instruction (also when it never yields), suspended
-// ones at once. Safe from any goroutine. One group at a time: a second call
-// before the first took effect replaces it.
-func (rt *Runtime) InterruptGroup(g *Group) {
-	rt.vm.aim(g)
+// ones at once. Safe from any goroutine.
+func (rt *Runtime) InterruptGroup(g *Group) { rt.interruptGroup(g, ErrInterrupted) }
+
+func (rt *Runtime) interruptGroup(g *Group, cause error) {
+	rt.vm.aim(g, cause)
 	rt.Post(func() {
 		for _, t := range rt.threads {
 			if t != nil && !t.ended && t.group == g {
-				rt.finishTask(t, ErrInterrupted, false) // the loop is here: t is suspended
+				rt.finishTask(t, cause, false) // the loop is here: t is suspended
 			}
 		}
-		if rt.vm.target.Load() == g {
-			rt.vm.aim(nil)
-		}
+		rt.vm.unaim(g)
 	})
 }
 

@@ -27,7 +27,7 @@ import (
 
 const usage = `usage:
   shield run  [--config FILE] script.lua [args...]   run a script; stays up while it has subscriptions or scheduled work
-  shield test [--config FILE] [--timeout 10s] [paths...]
+  shield test [--config FILE] [--timeout 10s] [--output human|tap|junit] [paths...]
                                                      run *_spec.lua files (default testdata/lua); --timeout bounds each test
 `
 
@@ -45,6 +45,7 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "YAML config file (default: built-in defaults, memory backend)")
 	timeout := fs.Duration("timeout", shieldglobal.DefaultSpecTimeout, "shield test: time each test (and hook) may take")
+	output := fs.String("output", shieldglobal.SpecHuman, "shield test: output format: human, tap or junit")
 	if err := fs.Parse(argv[1:]); err != nil {
 		return 2
 	}
@@ -75,19 +76,11 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		// Ctrl-C stops the running file; the summary of what ran is printed.
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		res, err := mod.RunSpecs(ctx, paths, stdout, shieldglobal.SpecOptions{Timeout: *timeout})
+		res, err := mod.RunSpecs(ctx, paths, stdout, shieldglobal.SpecOptions{Timeout: *timeout, Format: *output})
 		if err != nil {
 			fmt.Fprintf(stderr, "shield test: %v\n", err)
 			return 2
 		}
-		line := fmt.Sprintf("%d passed, %d failed", res.Passed, res.Failed)
-		if res.Skipped > 0 {
-			line += fmt.Sprintf(", %d skipped", res.Skipped)
-		}
-		if res.Interrupted {
-			line += " (interrupted)"
-		}
-		fmt.Fprintln(stdout, line)
 		if res.Failed > 0 || res.Interrupted {
 			return 1
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/xml"
 	"strings"
 	"syscall"
 	"testing"
@@ -94,5 +95,82 @@ func TestSpecSyntaxErrorIsReported(t *testing.T) {
 	}
 	if strings.Contains(r.stdout, "stack traceback:\n") {
 		t.Fatalf("an empty traceback was printed:\n%s", r.stdout)
+	}
+}
+
+const mixedSpec = `
+describe("mix", function()
+	it("passes", function() end)
+	it("fails", function() assert.are.equal(1, 2) end)
+	pending("later")
+end)`
+
+func TestSpecOutputTAP(t *testing.T) {
+	r := runShield(t, context.Background(), "test", "--output", "tap", writeFile(t, "mix_spec.lua", mixedSpec))
+	want := []string{"TAP version 13", "ok 1 - mix passes", "not ok 2 - mix fails", "  message: |", "expected: 1", "ok 3 - mix later # SKIP", "1..3"}
+	for _, w := range want {
+		if !strings.Contains(r.stdout, w) {
+			t.Fatalf("missing %q:\n%s", w, r.stdout)
+		}
+	}
+	if r.code != 1 {
+		t.Fatalf("exit %d", r.code)
+	}
+}
+
+// The JUnit document has the elements and attributes the JUnit schema
+// requires (testsuites > testsuite[name tests failures errors skipped time
+// timestamp] > testcase[name classname time] with failure[message type] /
+// skipped).
+func TestSpecOutputJUnit(t *testing.T) {
+	r := runShield(t, context.Background(), "test", "--output", "junit", writeFile(t, "mix_spec.lua", mixedSpec))
+	var doc struct {
+		XMLName xml.Name `xml:"testsuites"`
+		Tests   string   `xml:"tests,attr"`
+		Suites  []struct {
+			Name      string `xml:"name,attr"`
+			Tests     string `xml:"tests,attr"`
+			Failures  string `xml:"failures,attr"`
+			Errors    string `xml:"errors,attr"`
+			Skipped   string `xml:"skipped,attr"`
+			Time      string `xml:"time,attr"`
+			Timestamp string `xml:"timestamp,attr"`
+			Cases     []struct {
+				Name      string `xml:"name,attr"`
+				Classname string `xml:"classname,attr"`
+				Time      string `xml:"time,attr"`
+				Failure   *struct {
+					Message string `xml:"message,attr"`
+					Type    string `xml:"type,attr"`
+				} `xml:"failure"`
+				Skipped *struct{} `xml:"skipped"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal([]byte(r.stdout), &doc); err != nil {
+		t.Fatalf("not XML: %v\n%s", err, r.stdout)
+	}
+	if len(doc.Suites) != 1 || doc.Tests != "3" {
+		t.Fatalf("suites %d, tests %q", len(doc.Suites), doc.Tests)
+	}
+	s := doc.Suites[0]
+	for attr, v := range map[string]string{"name": s.Name, "tests": s.Tests, "failures": s.Failures, "errors": s.Errors, "skipped": s.Skipped, "time": s.Time, "timestamp": s.Timestamp} {
+		if v == "" {
+			t.Fatalf("testsuite lacks %s", attr)
+		}
+	}
+	if s.Tests != "3" || s.Failures != "1" || s.Skipped != "1" || len(s.Cases) != 3 {
+		t.Fatalf("suite %+v", s)
+	}
+	for _, c := range s.Cases {
+		if c.Name == "" || c.Classname == "" || c.Time == "" {
+			t.Fatalf("testcase lacks a required attribute: %+v", c)
+		}
+	}
+	if f := s.Cases[1].Failure; f == nil || f.Message == "" || f.Type == "" {
+		t.Fatalf("failure: %+v", s.Cases[1])
+	}
+	if s.Cases[2].Skipped == nil {
+		t.Fatal("the pending test is not skipped")
 	}
 }

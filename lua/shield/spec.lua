@@ -14,9 +14,11 @@
 --                    registry, returns passed, failed, skipped. opts (all
 --                    optional): call(fn, name) runs user code instead of the
 --                    global pcall and returns like pcall (the host runs each
---                    test as a task with a timeout); report(kind, name) is
---                    told each result ("ok", "fail", "pending") as it
---                    happens; summary = false leaves out the summary line
+--                    test as a task with a timeout); report(kind, name, text)
+--                    is told each result ("ok", "fail", "pending") as it
+--                    happens, with the failure message (and traceback) or
+--                    the pending reason; summary = false leaves out the
+--                    summary line
 --   M.reset()        drops every registered test
 --   M.assert         the luassert-style assert table (also callable)
 --   M.serialize(v)   the deterministic value printer used in messages
@@ -823,9 +825,9 @@ local function write_indented(ctx, text)
   end
 end
 
-local function told(ctx, kind, name)
+local function told(ctx, kind, name, text)
   if ctx.report then
-    ctx.report(kind, name)
+    ctx.report(kind, name, text)
   end
 end
 
@@ -841,24 +843,29 @@ local function report_pending(ctx, name, reason)
   if reason ~= nil and reason ~= "" then
     write_indented(ctx, tostring(reason))
   end
-  told(ctx, "pending", name)
+  told(ctx, "pending", name, reason ~= nil and tostring(reason) or nil)
 end
 
 -- errs: list of { phase, err }; phase is nil for the test body itself
 local function report_fail(ctx, name, errs)
   ctx.failed = ctx.failed + 1
-  told(ctx, "fail", name)
-  ctx.write("FAIL - " .. name)
+  local parts = {}
   for i = 1, #errs do
     local phase, err = errs[i][1], errs[i][2]
     local msg, tb = error_parts(err)
     if phase then
       msg = phase .. ": " .. msg
     end
-    write_indented(ctx, msg)
+    parts[#parts + 1] = msg
     if tb then
-      write_indented(ctx, tb)
+      parts[#parts + 1] = tb
     end
+  end
+  local text = tconcat(parts, "\n")
+  told(ctx, "fail", name, text)
+  ctx.write("FAIL - " .. name)
+  for i = 1, #parts do
+    write_indented(ctx, parts[i])
   end
 end
 
