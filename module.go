@@ -37,9 +37,11 @@ import (
 	"github.com/shieldrt/shieldglobal/core/lock/local"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
 	"github.com/shieldrt/shieldglobal/core/queue"
-	"github.com/shieldrt/shieldglobal/core/ratelimit"
 	"github.com/shieldrt/shieldglobal/core/rank"
+	"github.com/shieldrt/shieldglobal/core/ratelimit"
+	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/ops"
 )
 
 // Config is the module configuration (see config/global.yaml).
@@ -122,7 +124,7 @@ type Module struct {
 	locks      *bindings.Locks
 	ranks      *bindings.Ranks
 	queues     *bindings.Queues
-	queueBus   pubsub.Bus              // Redis: queue wake-ups (channels under the global prefix)
+	queueBus   pubsub.Bus // Redis: queue wake-ups (channels under the global prefix)
 	limiters   *bindings.Limiters
 	redlock    []redis.UniversalClient // lock.redlock nodes
 	owner      bindings.Owner
@@ -135,6 +137,16 @@ type Module struct {
 	hostMu   sync.Mutex
 	exposed  []exposed                // Expose: set in every new runtime
 	runtimes map[*lua.LState]*Runtime // for Loader
+
+	// The scheduler (nil when scheduler.enabled is false): its Engine, the
+	// binding shared by the runtimes, the Redis store (nil on memory), and
+	// the context of Go-run tasks (scheduleGo); see scheduler.go.
+	sched        *scheduler.Engine
+	schedBinding *bindings.Scheduler
+	schedStore   *scheduler.Redis
+	schedCtx     context.Context
+	schedCancel  context.CancelFunc
+	ops          *ops.Server // nil unless ops.enabled
 }
 
 // New builds the Module cfg describes. With global.enabled false it returns a
@@ -176,6 +188,12 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 			return nil, err
 		}
 	}
+	if cfg.Scheduler.Enabled {
+		if err := m.startScheduler(); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
 	if cfg.Rank.Enabled {
 		m.startRanks()
 	}
@@ -184,6 +202,15 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 	}
 	if cfg.RateLimiter.Enabled {
 		m.startRateLimiters()
+	}
+	if m.ranks != nil && m.sched != nil {
+		m.ranks.Scheduler = rankScheduler{m} // periodic resets (scheduler.go)
+	}
+	if cfg.Ops.Enabled {
+		if err := m.startOps(); err != nil {
+			m.Close()
+			return nil, err
+		}
 	}
 	return m, nil
 }
@@ -409,7 +436,7 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 		return nil, ErrModuleClosed
 	}
 	rt, err := bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks, Queues: m.queues, Limiters: m.limiters,
-		SlowTask: config.Millis(m.Config.Global.Runtime.SlowTask)})
+		Scheduler: m.schedBinding, SlowTask: config.Millis(m.Config.Global.Runtime.SlowTask)})
 	if err != nil {
 		return nil, err
 	}
@@ -459,6 +486,10 @@ func (m *Module) Close() error {
 	var err error
 	m.closeOnce.Do(func() {
 		m.closed.Store(true)
+		if m.ops != nil {
+			err = errors.Join(err, m.ops.Close())
+		}
+		err = errors.Join(err, m.closeScheduler())
 		if m.queues != nil {
 			m.queues.Drain(5 * time.Second) // releases runtimes sent as they closed
 			err = errors.Join(err, m.Queues.Close())

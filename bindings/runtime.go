@@ -160,6 +160,9 @@ func (rt *Runtime) install() error {
 	if l := rt.svc.Limiters; l != nil {
 		rt.installRateLimiter(rt.lib, l)
 	}
+	if s := rt.svc.Scheduler; s != nil {
+		rt.installScheduler(rt.lib, s)
+	}
 	L.SetGlobal("shield", rt.lib)
 	preload := L.GetField(L.GetField(L.Get(lua.EnvironIndex), "package"), "preload")
 	if t, ok := preload.(*lua.LTable); ok {

@@ -27,6 +27,8 @@ type Services struct {
 	Queues *Queues
 	// Limiters backs shield.rate_limiter (nil: rate_limiter.enabled is false).
 	Limiters *Limiters
+	// Scheduler backs shield.scheduler() (nil when scheduler.enabled is false).
+	Scheduler *Scheduler
 	// SlowTask is how long a task may run without yielding before it is
 	// logged (once per run, with its name and line); 0 disables the check.
 	SlowTask time.Duration

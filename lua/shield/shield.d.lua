@@ -14,7 +14,8 @@
 --   * queue, delay_queue, priority_queue, reliable_queue, broadcast_queue:
 --     when global.enabled and queue.enabled are true (the defaults);
 --   * rate_limiter: when global.enabled and rate_limiter.enabled are true
---     (the defaults).
+--     (the defaults);
+--   * scheduler: when global.enabled and scheduler.enabled are true (the defaults).
 --
 -- Durations are milliseconds. Calls marked "blocking" suspend only the calling
 -- task (see docs/runtime.md); they raise "cannot block here" inside
@@ -932,5 +933,186 @@ function rate_limiter:name() end
 ---@param opts shield.rate_limiter_options
 ---@return shield.rate_limiter
 function shield.rate_limiter(name, opts) end
+
+-- ---------------------------------------------------------------------------
+-- Scheduler (docs/scheduler.md)
+-- ---------------------------------------------------------------------------
+
+--- Options of a scheduled task. Defaults come from the `scheduler` section
+--- of the configuration.
+---@class shield.scheduler_options
+---@field timezone? string IANA zone of a cron schedule (default scheduler.timezone, "UTC")
+---@field distributed? boolean each firing runs once across every process sharing Redis (default false)
+---@field lock_ttl? number ms; lease of a distributed firing's claim (default scheduler.distributed.lock_ttl)
+---@field max_retries? integer retries of a failed firing (default scheduler.retry.max_retries)
+---@field retry_delay? number ms before each retry (default scheduler.retry.retry_delay)
+---@field on_error? fun(err: string, info: shield.scheduler_firing) runs as a task after each failed attempt
+---@field overlap? "skip"|"allow" a firing while the previous run goes on: skipped and counted (default), or run alongside
+---@field catch_up? number ms; how old a missed firing may be and still run (default 60000)
+---@field on_redis_down? "wait"|"run_local" a distributed firing with Redis unreachable: wait for it (default), or run here
+
+--- What a run receives: which firing it is.
+---@class shield.scheduler_firing
+---@field task string
+---@field scheduled integer the firing's scheduled time, Unix ms (its identity: retries keep it)
+---@field attempt integer 1, then 2 for the first retry, ...
+---@field manual boolean started by scheduler:trigger
+---@field recovered boolean re-run of a firing whose runner died
+---@field late boolean waited for Redis to come back
+---@field local boolean distributed firing run without a claim (on_redis_down = "run_local")
+
+--- What an event listener receives beside the task name.
+---@class shield.scheduler_event: shield.scheduler_firing
+---@field event "before"|"after"|"failed"|"skipped"|"missed"
+---@field started? integer Unix ms (after, failed)
+---@field duration? number ms (after, failed)
+---@field error? string (failed)
+---@field final? boolean failed: no retry follows
+---@field count? integer missed: firings it stands for
+
+---@class shield.scheduler_task_info
+---@field name string
+---@field kind "cron"|"interval"|"once"
+---@field schedule string
+---@field timezone? string cron tasks
+---@field status "active"|"paused"|"error"
+---@field next_run? integer Unix ms
+---@field last_run? integer Unix ms
+---@field run_count integer
+---@field missed integer
+---@field skipped integer
+---@field late integer
+---@field failed integer
+---@field last_error? string
+---@field distributed boolean
+---@field running integer runs in progress in this process
+---@field registered boolean false for a distributed task only another process registered
+
+--- A task as of the call that returned it; refresh() reads it again.
+---@class shield.scheduler_task
+local scheduler_task = {}
+
+---@return string
+function scheduler_task:name() end
+
+--- The cron text, the interval (or one-shot delay) in ms as a string, or "at:<unix s>".
+---@return string
+function scheduler_task:schedule() end
+
+--- Next fire time (Unix ms), nil when none (paused; a one-shot task that ran).
+---@return integer?
+function scheduler_task:next_run() end
+
+--- Start of the latest run (Unix ms), nil before the first.
+---@return integer?
+function scheduler_task:last_run() end
+
+---@return integer
+function scheduler_task:run_count() end
+
+---@return "active"|"paused"|"error"
+function scheduler_task:status() end
+
+---@return shield.scheduler_task_info
+function scheduler_task:info() end
+
+--- Reads the task again. Blocking (a distributed task on Redis).
+---@return shield.scheduler_task|nil task
+---@return "not_found"|nil reason
+function scheduler_task:refresh() end
+
+---@class shield.scheduler
+local scheduler = {}
+
+--- Registers (or updates) a cron task: five fields, a descriptor, or
+--- daily:HH:MM / hourly:MM / cron:<expr>. Blocking (distributed, Redis).
+---@param name string
+---@param expr string
+---@param fn fun(info: shield.scheduler_firing)
+---@param opts? shield.scheduler_options
+---@return shield.scheduler_task
+function scheduler:cron(name, expr, fn, opts) end
+
+--- Registers an interval task: every `ms` (> 0). Blocking (distributed, Redis).
+---@param name string
+---@param ms number
+---@param fn fun(info: shield.scheduler_firing)
+---@param opts? shield.scheduler_options
+---@return shield.scheduler_task
+function scheduler:interval(name, ms, fn, opts) end
+
+--- Registers a one-shot task, `delay_ms` (>= 0) from now; removed after it runs.
+---@param name string
+---@param delay_ms number
+---@param fn fun(info: shield.scheduler_firing)
+---@param opts? shield.scheduler_options
+---@return shield.scheduler_task
+function scheduler:once(name, delay_ms, fn, opts) end
+
+--- Registers a task from seed 001's formats: every:60 every:30s every:5m
+--- every:1h daily:03:00 hourly:30 cron:<expr> at:<unix s>, or a bare cron.
+---@param name string
+---@param expression string
+---@param fn fun(info: shield.scheduler_firing)
+---@param opts? shield.scheduler_options
+---@return shield.scheduler_task
+function scheduler:add(name, expression, fn, opts) end
+
+--- Blocking (distributed, Redis).
+---@param name string
+---@return shield.scheduler_task|nil task
+---@return "not_found"|nil reason
+function scheduler:get(name) end
+
+--- The tasks registered in this process, by name. Blocking.
+---@return shield.scheduler_task[]
+function scheduler:list() end
+
+--- Pauses a task (in every process, for a distributed one). Blocking.
+---@param name string
+---@return true|nil ok
+---@return "not_found"|nil reason
+function scheduler:pause(name) end
+
+--- Resumes a paused task from now. Blocking.
+---@param name string
+---@return true|nil ok
+---@return "not_found"|nil reason
+function scheduler:resume(name) end
+
+--- Removes a task (in every process, for a distributed one). Blocking.
+---@param name string
+---@return true|nil ok
+---@return "not_found"|nil reason
+function scheduler:remove(name) end
+
+--- Runs a task registered in this process once, now.
+---@param name string
+---@return true|nil ok
+---@return "not_found"|nil reason
+function scheduler:trigger(name) end
+
+--- The next n (1..10000) fire times of an expression (add's formats), Unix ms.
+---@param expression string
+---@param n integer
+---@param timezone? string
+---@return integer[]
+function scheduler:preview(expression, n, timezone) end
+
+--- Listens to the lifecycle events of the tasks this runtime registered.
+---@param event "before"|"after"|"failed"|"skipped"|"missed"
+---@param fn fun(task_name: string, info: shield.scheduler_event)
+function scheduler:on(event, fn) end
+
+--- Registers every *.lua file of dir, each returning
+--- { name = ..., expression = ..., handle = function(info) end, ...options }.
+--- Returns the task names. Blocking.
+---@param dir string
+---@return string[]
+function scheduler:load(dir) end
+
+--- The scheduler (one per runtime, sharing the process's engine).
+---@return shield.scheduler
+function shield.scheduler() end
 
 return shield

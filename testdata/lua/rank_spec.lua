@@ -300,9 +300,24 @@ describe("shield.rank", function()
 		assert.are.same({ nil, "not_found" }, { r:archive(shield.now_ms()) })
 	end)
 
-	it("refuses the reset option without a scheduler", function()
-		assert.error_matches(function() board({ reset = "daily" }) end,
-			"shield.rank: reset needs the scheduler (scheduler.enabled: false?)", nil, true)
+	it("registers its reset with the scheduler, or refuses it without one", function()
+		if not shield.scheduler then
+			assert.error_matches(function() board({ reset = "daily" }) end,
+				"shield.rank: reset needs the scheduler (scheduler.enabled: false?)", nil, true)
+			return
+		end
+		board({ reset = "weekly", reset_time = "05:15" })
+		local name = "rank:spec:" .. run .. ":" .. n .. ":reset"
+		local s, task = shield.scheduler(), nil
+		local deadline = shield.now_ms() + 5000
+		repeat -- a distributed registration on Redis goes out asynchronously
+			task = s:get(name)
+			if not task then shield.sleep(5) end
+		until task or shield.now_ms() > deadline
+		assert.truthy(task, name .. " not registered")
+		assert.are.equal("15 5 * * 1", task:schedule())
+		assert.is_true(task:info().distributed)
+		assert.is_true(s:remove(name))
 	end)
 
 	it("prints as shield.rank(name)", function()

@@ -1,0 +1,199 @@
+package shieldglobal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/shieldrt/shieldglobal/bindings"
+	"github.com/shieldrt/shieldglobal/config"
+	"github.com/shieldrt/shieldglobal/core/scheduler"
+	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/ops"
+)
+
+// The Module's scheduler: one Engine per process, shared by every runtime
+// (shield.scheduler()) and by the Module's own Go code (scheduleGo).
+
+// startScheduler starts the Engine. Distributed tasks are kept in Redis
+// under the module's prefix when the module runs on Redis with
+// scheduler.persistence on and storage "redis"; otherwise in process memory
+// (each firing then runs once across this process's runtimes only).
+func (m *Module) startScheduler() error {
+	c := m.Config.Scheduler
+	var st scheduler.Store
+	if m.Backend == BackendRedis && c.Persistence.Enabled && c.Persistence.Storage == config.StorageRedis {
+		m.schedStore = scheduler.NewRedis(m.Redis, m.Config.Global.Redis.Prefix, scheduler.RedisOptions{})
+		st = m.schedStore
+	} else {
+		st = scheduler.NewMemory(nil)
+	}
+	b := bindings.NewScheduler()
+	e, err := scheduler.New(scheduler.Config{
+		Store:     st,
+		Defaults:  scheduler.DefaultOptions(c),
+		LocalOnly: !c.Distributed.Enabled,
+		Events:    b.Event,
+		Log:       m.Log,
+		Instance:  m.owner.NodeID + ":" + strconv.FormatInt(m.owner.ServiceID, 10),
+	})
+	if err != nil {
+		return fmt.Errorf("shield: scheduler: %w", err)
+	}
+	b.Engine = e
+	m.sched, m.schedBinding = e, b
+	m.schedCtx, m.schedCancel = context.WithCancel(context.Background())
+	return nil
+}
+
+// errNoScheduler is returned by scheduleGo when scheduler.enabled is false.
+var errNoScheduler = errors.New("shield: the scheduler is disabled (scheduler.enabled: false)")
+
+// schedOptions returns the options a task gets from the scheduler config
+// (change what the caller needs, then pass them to scheduleGo).
+func (m *Module) schedOptions() scheduler.Options {
+	if m.sched == nil {
+		return scheduler.DefaultOptions(m.Config.Scheduler)
+	}
+	return m.sched.DefaultOptions()
+}
+
+// scheduleGo registers (or updates: same name, same kind) a task run by Go
+// code of the Module, such as a leaderboard's periodic reset:
+//
+//	s, _ := scheduler.Cron("0 0 * * *")
+//	o := m.schedOptions()
+//	o.Distributed, o.Timezone = true, "Asia/Shanghai"
+//	info, err := m.scheduleGo("rank:daily:reset", s, o, func(ctx context.Context, f scheduler.Firing) error { ... })
+//
+// Each attempt of a firing calls run on a goroutine of its own with a
+// context cancelled when the Module closes; an error is counted and
+// retried per the options (a retry is the same firing: f.Scheduled stays).
+// With o.Distributed each firing runs once across every process sharing
+// the store. It waits for the registration (one round trip on Redis); do
+// not call it from a RunFunc. Errors: errNoScheduler, and those of
+// scheduler.Engine.Register (ErrInvalid, ErrKindConflict, ErrClosed, the
+// store's).
+func (m *Module) scheduleGo(name string, s scheduler.Schedule, o scheduler.Options, run func(ctx context.Context, f scheduler.Firing) error) (scheduler.Info, error) {
+	if m.sched == nil {
+		return scheduler.Info{}, errNoScheduler
+	}
+	ctx := m.schedCtx
+	return m.sched.Register(scheduler.Task{Name: name, Schedule: s, Options: o, Owner: "module",
+		Run: func(f scheduler.Firing, done func(error)) {
+			go func() {
+				defer func() {
+					if p := recover(); p != nil {
+						done(fmt.Errorf("shield: task %q panicked: %v", f.Task, p))
+					}
+				}()
+				done(run(ctx, f))
+			}()
+		}}).Do(ctx)
+}
+
+// rankScheduler registers the periodic resets of shield.rank (the rank
+// binding's RankScheduler): a cron task in UTC whose firings run the reset,
+// not two at once (overlap "skip"), once across the processes with
+// distributed. Register is called on a runtime's loop: a registration that
+// needs Redis goes out on a goroutine of its own, and its failure is logged.
+type rankScheduler struct{ m *Module }
+
+func (r rankScheduler) Register(name, cronExpr string, distributed bool, run func(done func(error))) error {
+	s, err := scheduler.Cron(cronExpr)
+	if err != nil {
+		return err
+	}
+	o := r.m.schedOptions()
+	o.Timezone, o.Distributed, o.Overlap = "UTC", distributed, scheduler.OverlapSkip
+	op := r.m.sched.Register(scheduler.Task{Name: name, Schedule: s, Options: o, Owner: "module",
+		Run: func(f scheduler.Firing, done func(error)) { go run(done) }})
+	if op.Kind() != store.KindRedis {
+		_, err := op.Do(r.m.schedCtx)
+		return err
+	}
+	go func() {
+		if _, err := op.Do(r.m.schedCtx); err != nil && r.m.schedCtx.Err() == nil {
+			r.m.Log.Error("shield: registering a leaderboard reset failed", "task", name, "error", err)
+		}
+	}()
+	return nil
+}
+
+// unscheduleGo removes a task (in every process, for a distributed one).
+// Errors: errNoScheduler, scheduler.ErrNotFound, the store's.
+func (m *Module) unscheduleGo(name string) error {
+	if m.sched == nil {
+		return errNoScheduler
+	}
+	_, err := m.sched.Remove(name).Do(m.schedCtx)
+	m.schedBinding.Forget(name)
+	return err
+}
+
+// closeScheduler stops the Engine: runs in progress get the shutdown grace
+// to finish (Go runs see their context cancelled after it), then the
+// store's control connection closes.
+func (m *Module) closeScheduler() error {
+	if m.sched == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), config.Millis(m.Config.Global.Runtime.ShutdownGrace))
+	defer cancel()
+	err := m.sched.Close(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		m.Log.Warn("shield: scheduler runs still going after the shutdown grace period were abandoned")
+		err = nil
+	}
+	m.schedCancel()
+	if m.schedStore != nil {
+		err = errors.Join(err, m.schedStore.Close())
+	}
+	return err
+}
+
+// ---- ops endpoint
+
+// startOps starts the ops HTTP endpoint (ops.enabled).
+func (m *Module) startOps() error {
+	srv, err := ops.Listen(m.Config.Ops, ops.Sources{Scheduler: m.opsScheduler}, m.Log)
+	if err != nil {
+		return fmt.Errorf("shield: %w", err)
+	}
+	m.ops = srv
+	return nil
+}
+
+// OpsAddr is the address the ops endpoint listens on ("" when ops.enabled
+// is false).
+func (m *Module) OpsAddr() string {
+	if m.ops == nil {
+		return ""
+	}
+	return m.ops.Addr()
+}
+
+// opsScheduler is GET /ops/scheduler: every task registered in this
+// process, with a distributed task's counters read from the store.
+func (m *Module) opsScheduler(ctx context.Context) (ops.Scheduler, error) {
+	rep := ops.Scheduler{Tasks: []ops.Task{}}
+	if m.sched == nil {
+		return rep, nil
+	}
+	infos, err := m.sched.List().Do(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for _, i := range infos {
+		t := ops.Task{Name: i.Name, Schedule: i.Schedule, Status: string(i.Status), RunCount: i.RunCount, Distributed: i.Distributed}
+		if !i.NextRun.IsZero() {
+			t.NextRun = ops.Timestamp(i.NextRun.UnixMilli())
+		}
+		if !i.LastRun.IsZero() {
+			t.LastRun = ops.Timestamp(i.LastRun.UnixMilli())
+		}
+		rep.Tasks = append(rep.Tasks, t)
+	}
+	return rep, nil
+}

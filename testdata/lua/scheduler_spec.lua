@@ -1,0 +1,261 @@
+-- shield.scheduler(): cron, interval and one-shot tasks, control, events,
+-- task files. Runs on every backend (memory, Redis, Cluster, Sentinel); the
+-- distributed cases share their tasks through the backend's store.
+local shield = require("shield")
+local s = shield.scheduler()
+
+local run = tostring(shield.now_ms()) .. tostring(math.random(1e9))
+local function name(n) return "spec:" .. run .. ":" .. n end
+
+local function wait_for(cond, ms)
+	local deadline = shield.now_ms() + (ms or 5000)
+	while not cond() do
+		if shield.now_ms() > deadline then return false end
+		shield.sleep(5)
+	end
+	return true
+end
+
+local here = debug.getinfo(1, "S").source:gsub("^@", ""):match("^(.*)/[^/]*$") or "."
+
+for _, distributed in ipairs({ false, true }) do
+	local mode = distributed and "distributed" or "local"
+	local function opts(o)
+		o = o or {}
+		o.distributed = distributed
+		return o
+	end
+
+	describe(mode .. " interval task", function()
+		it("runs every firing as a task, on the interval's grid, and counts them", function()
+			local n = name(mode .. ":tick")
+			local fired, started = {}, {}
+			local t = s:interval(n, 30, function(info)
+				started[#started + 1] = shield.now_ms()
+				shield.sleep(1) -- a run may block
+				fired[#fired + 1] = info.scheduled
+				assert(info.task == n and info.attempt == 1 and info.manual == false)
+			end, opts())
+			assert.are.equal(n, t:name())
+			assert.are.equal("30", t:schedule())
+			assert.are.equal("active", t:status())
+			assert.is_nil(t:last_run())
+			assert.are.equal(0, t:run_count())
+			assert.is_true(wait_for(function() return #fired >= 3 end))
+			for i = 2, #fired do
+				assert.are.equal(0, (fired[i] - fired[1]) % 30, "fire times off the grid")
+				assert.is_true(fired[i] > fired[i - 1])
+			end
+			for i = 1, #fired do
+				assert.is_true(started[i] >= fired[i], "a run started before its fire time")
+			end
+			assert.is_true(wait_for(function() return s:get(n):run_count() >= 3 end))
+			local info = s:get(n):info()
+			assert.are.equal(distributed, info.distributed)
+			assert.is_true(info.last_run >= fired[1])
+			assert.is_true(info.next_run > info.last_run)
+			assert.is_true(s:remove(n))
+			local gone, why = s:get(n)
+			assert.is_nil(gone)
+			assert.are.equal("not_found", why)
+		end)
+
+		it("pauses, resumes and triggers", function()
+			local n = name(mode .. ":ctl")
+			local runs, manual = 0, 0
+			s:interval(n, 20, function(info)
+				runs = runs + 1
+				if info.manual then manual = manual + 1 end
+			end, opts())
+			assert.is_true(wait_for(function() return runs >= 1 end))
+			assert.is_true(s:pause(n))
+			assert.are.equal("paused", s:get(n):status())
+			assert.is_nil(s:get(n):next_run())
+			shield.sleep(30) -- a run claimed before the pause may still finish
+			local frozen = runs
+			shield.sleep(100)
+			assert.are.equal(frozen, runs, "a paused task ran")
+			assert.is_true(s:trigger(n))
+			assert.is_true(wait_for(function() return manual == 1 end))
+			assert.is_true(s:resume(n))
+			assert.are.equal("active", s:get(n):status())
+			assert.is_true(wait_for(function() return runs >= frozen + 3 end))
+			assert.is_true(s:remove(n))
+		end)
+
+		it("keeps the schedule through errors, retrying the same firing", function()
+			local n = name(mode .. ":risky")
+			local attempts, errors = {}, {}
+			s:interval(n, 1000, function(info)
+				attempts[#attempts + 1] = info
+				error("risky failed")
+			end, opts({
+				max_retries = 2, retry_delay = 10,
+				on_error = function(err) errors[#errors + 1] = err end,
+			}))
+			assert.is_true(s:trigger(n)) -- a manual run is not retried
+			assert.is_true(wait_for(function() return #errors == 1 end))
+			assert.is_true(wait_for(function() return #errors == 4 end, 8000))
+			local scheduled = attempts[2].scheduled
+			for i = 2, 4 do
+				assert.are.equal(i - 1, attempts[i].attempt)
+				assert.are.equal(scheduled, attempts[i].scheduled)
+			end
+			assert.truthy(errors[1]:find("risky failed", 1, true))
+			assert.truthy(errors[1]:find("scheduler_spec.lua:", 1, true))
+			assert.is_true(wait_for(function() return s:get(n):status() == "error" end))
+			assert.truthy(s:get(n):info().last_error:find("risky failed", 1, true))
+			assert.is_true(s:remove(n))
+		end)
+	end)
+
+	describe(mode .. " one-shot task", function()
+		it("runs once after its delay and is removed", function()
+			local n = name(mode .. ":once")
+			local ran, at = 0, nil
+			local registered = shield.now_ms()
+			local t = s:once(n, 40, function() ran = ran + 1; at = shield.now_ms() end, opts())
+			assert.are.equal("40", t:schedule())
+			assert.is_true(wait_for(function() return ran == 1 end))
+			assert.is_true(at >= registered + 40)
+			assert.is_true(wait_for(function() return s:get(n) == nil end))
+			shield.sleep(50)
+			assert.are.equal(1, ran)
+		end)
+
+		it("runs an at: time from add", function()
+			local n = name(mode .. ":at")
+			local when = math.floor(shield.now_ms() / 1000) + 2
+			local ran = false
+			local t = s:add(n, "at:" .. when, function(info)
+				ran = info.scheduled
+			end, opts())
+			assert.are.equal("at:" .. when, t:schedule())
+			assert.are.equal(when * 1000, t:next_run())
+			assert.is_true(wait_for(function() return ran end, 4000))
+			assert.are.equal(when * 1000, ran)
+		end)
+	end)
+
+	describe(mode .. " cron task", function()
+		it("shows its cron text and fires on the cron's times", function()
+			local n = name(mode .. ":cron")
+			local t = s:cron(n, "0 0 * * *", function() end, opts({ timezone = "Asia/Shanghai" }))
+			assert.are.equal("0 0 * * *", t:schedule())
+			assert.are.equal(s:preview("0 0 * * *", 1, "Asia/Shanghai")[1], t:next_run())
+			assert.are.equal("Asia/Shanghai", t:info().timezone)
+			-- the same schedule again is a no-op; another one updates it
+			assert.are.equal(t:next_run(), s:cron(n, "0 0 * * *", function() end, opts({ timezone = "Asia/Shanghai" })):next_run())
+			local u = s:cron(n, "30 4 * * *", function() end, opts({ timezone = "Asia/Shanghai" }))
+			assert.are.equal("30 4 * * *", u:schedule())
+			assert.are.equal(s:preview("30 4 * * *", 1, "Asia/Shanghai")[1], u:next_run())
+			assert.error_matches(function() s:interval(n, 1000, function() end, opts()) end,
+				"is a cron task.*not interval")
+			assert.is_true(s:remove(n))
+		end)
+	end)
+end
+
+describe("schedule formats", function()
+	it("reads seed 001's expressions", function()
+		local cases = {
+			{ "every:60", "60000" }, { "every:30s", "30000" }, { "every:5m", "300000" }, { "every:1h", "3600000" },
+			{ "daily:03:00", "0 3 * * *" }, { "hourly:30", "30 * * * *" }, { "cron:*/5 * * * *", "*/5 * * * *" },
+			{ "0 12 * * 1-5", "0 12 * * 1-5" }, { "@daily", "@daily" },
+		}
+		for i, c in ipairs(cases) do
+			local n = name("fmt:" .. i)
+			assert.are.equal(c[2], s:add(n, c[1], function() end):schedule(), c[1])
+			assert.is_true(s:remove(n))
+		end
+	end)
+
+	it("previews fire times: * 0 * * * is every minute of hour 0", function()
+		local p = s:preview("* 0 * * *", 3)
+		assert.are.equal(3, #p)
+		assert.are.equal(60000, p[2] - p[1])
+		assert.are.equal(60000, p[3] - p[2])
+		assert.are.equal(0, math.floor(p[1] / 3600000) % 24)
+		local daily = s:preview("daily:03:00", 2)
+		assert.are.equal(86400000, daily[2] - daily[1])
+		local sh = s:preview("0 0 * * *", 1, "Asia/Shanghai")[1]
+		assert.are.equal(16 * 3600000, sh % 86400000) -- 00:00 in Shanghai is 16:00 UTC
+		local every = s:preview("every:5m", 2)
+		assert.are.equal(300000, every[2] - every[1])
+	end)
+end)
+
+describe("bad input", function()
+	local fn = function() end
+	it("raises with the argument and the reason", function()
+		assert.error_matches(function() s:cron(name("b"), "0 25 * * *", fn) end,
+			"bad argument #3 to 'cron' %(cron \"0 25 %* %* %*\": hour field: 25 out of range 0%-23%)")
+		assert.error_matches(function() s:cron(name("b"), "0 0 * * * *", fn) end, "bad argument #3 to 'cron'")
+		assert.error_matches(function() s:interval(name("b"), 0, fn) end, "interval must be a positive number of milliseconds, got 0")
+		assert.error_matches(function() s:interval(name("b"), -100, fn) end, "interval must be a positive number")
+		assert.error_matches(function() s:cron(name("b"), "0 0 * * *", fn, { timezone = "Mars/Olympus" }) end,
+			"timezone \"Mars/Olympus\": unknown time zone")
+		assert.error_matches(function() s:cron(name("b"), "0 0 * * *", "not a function") end,
+			"bad argument #4 to 'cron' %(function expected, got string%)")
+		assert.error_matches(function() s:cron(name("b"), "0 0 * * *", fn, { retries = 1 }) end,
+			"unknown option \"retries\" %(known: timezone, distributed, lock_ttl")
+		assert.error_matches(function() s:add(name("b"), "weekly:1", fn) end, "unknown format")
+		assert.error_matches(function() s.get("x") end, "call it with ':'")
+		assert.error_matches(function() s:on("finished", fn) end, "unknown event \"finished\"")
+		local n = name("kind")
+		s:cron(n, "0 0 * * *", fn)
+		assert.error_matches(function() s:once(n, 1000, fn) end, "is a cron task, not once %(remove it first")
+		assert.is_true(s:remove(n))
+	end)
+end)
+
+describe("events", function()
+	it("tells before, after and failed listeners", function()
+		local n = name("events")
+		local seen = {}
+		s:on("before", function(task, info) if task == n then seen[#seen + 1] = "before:" .. info.attempt end end)
+		s:on("after", function(task, info) if task == n then seen[#seen + 1] = "after:" .. info.attempt end end)
+		s:on("failed", function(task, info)
+			if task == n then seen[#seen + 1] = "failed:" .. info.attempt .. ":" .. tostring(info.final) end
+		end)
+		local fail = true
+		s:interval(n, 20, function() if fail then fail = false; error("first run fails") end end,
+			{ max_retries = 1, retry_delay = 10 })
+		assert.is_true(wait_for(function() return #seen >= 4 end))
+		assert.are.same({ "before:1", "failed:1:false", "before:2", "after:2" }, { seen[1], seen[2], seen[3], seen[4] })
+		assert.is_true(s:remove(n))
+	end)
+end)
+
+describe("overlap", function()
+	it("skips a firing while the run goes on, or runs alongside with allow", function()
+		local skip, allow = name("skip"), name("allow")
+		local running, most = { [skip] = 0, [allow] = 0 }, { [skip] = 0, [allow] = 0 }
+		local function slow(info)
+			running[info.task] = running[info.task] + 1
+			most[info.task] = math.max(most[info.task], running[info.task])
+			shield.sleep(70)
+			running[info.task] = running[info.task] - 1
+		end
+		s:interval(skip, 20, slow)
+		s:interval(allow, 20, slow, { overlap = "allow" })
+		assert.is_true(wait_for(function() return most[allow] >= 2 and s:get(skip):info().skipped >= 2 end))
+		assert.are.equal(1, most[skip])
+		assert.is_true(s:remove(skip))
+		assert.is_true(s:remove(allow))
+	end)
+end)
+
+describe("task files", function()
+	it("loads every *.lua file of a folder", function()
+		local names = s:load(here .. "/scheduler_tasks")
+		assert.are.same({ "clean_logs", "spec_tick" }, names)
+		assert.are.equal("0 3 * * *", s:get("clean_logs"):schedule())
+		assert.are.equal("Asia/Shanghai", s:get("clean_logs"):info().timezone)
+		assert.are.equal("20", s:get("spec_tick"):schedule())
+		assert.is_true(wait_for(function() return (SPEC_TICKS or 0) >= 2 end))
+		assert.is_true(s:remove("clean_logs"))
+		assert.is_true(s:remove("spec_tick"))
+		assert.error_matches(function() s:load(here .. "/no_such_folder") end, "no such file or directory")
+	end)
+end)
