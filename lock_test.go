@@ -37,7 +37,7 @@ func TestCloseReleasesHeldLocks(t *testing.T) {
 
 			ctx := context.Background()
 			for _, n := range []string{"held", "rw-held"} {
-				if info, found, err := m.Locks.Info(ctx, n); err != nil || found {
+				if info, err := m.Locks.Info(n).Do(ctx); err != nil || info.Held {
 					t.Fatalf("%s still held after Close: %+v %v", n, info, err)
 				}
 			}

@@ -53,8 +53,16 @@ func (k Keys) RWLockDeadlines(name string) string {
 	return k.Prefix + "rwlock:deadlines:{" + name + "}"
 }
 
+// RWLockWriters is the sorted set of the writers waiting for a lock outside
+// fair mode (writer intents): member = owner, score = the server time
+// (milliseconds) after which a writer that did not retry is purged. While
+// it holds a live intent of another owner, new shared holds are refused:
+// <prefix>rwlock:writers:{name}.
+func (k Keys) RWLockWriters(name string) string { return k.Prefix + "rwlock:writers:{" + name + "}" }
+
 // LockReleased is the channel on which a lock's scripts announce that it
-// was released (or that its fair queue advanced), so waiters retry at once:
+// was released (or that its fair queue advanced, or its last waiting writer
+// left), so waiters retry at once; it is also the internal bus's channel:
 // <prefix>lock:released:{name}.
 func (k Keys) LockReleased(name string) string { return k.Prefix + "lock:released:{" + name + "}" }
 

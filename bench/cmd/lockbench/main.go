@@ -253,11 +253,11 @@ func main() {
 		`local l = shield.distributed_mutex("u1:k" .. (i % 64), {ttl = 30000}); assert(l:acquire()); assert(l:release())`, 8))
 	c := goCase(sec1, "shield core/lock TryAcquire+Release from Go (same scripts, no Lua; reference)", floorName, func(i int) error {
 		name := "u2:k" + strconv.Itoa(i%keySpace)
-		_, ok, _, err := mod.Locks.TryAcquire(ctx, name, "lockbench:go", lock.Exclusive, lock.Options{TTL: lockTTL, Reentrant: true})
-		if err != nil || !ok {
-			return fmt.Errorf("TryAcquire %q: ok=%v err=%v", name, ok, err)
+		a, err := mod.Locks.TryAcquire(name, "lockbench:go", lock.Exclusive, lock.Options{TTL: lockTTL, Reentrant: true}).Do(ctx)
+		if err != nil || !a.Granted {
+			return fmt.Errorf("TryAcquire %q: granted=%v err=%v", name, a.Granted, err)
 		}
-		_, err = mod.Locks.Release(ctx, name, "lockbench:go", lock.Exclusive)
+		_, err = mod.Locks.Release(name, "lockbench:go", lock.Exclusive, false).Do(ctx)
 		return err
 	})
 	c.note = "isolates the Lua binding's cost"
