@@ -146,8 +146,10 @@ func (b *lockBinding) makeObj(a args, n int, kind, name string, mode lock.Mode, 
 		}
 		a.fail("%s", err.Error())
 	}
-	lo := &lockObj{l: l, kind: kind, onLost: onLost}
-	l.OnLost(func(h *lock.Hold) { b.lost1(lo, h) })
+	lo := &lockObj{l: l, kind: kind}
+	if onLost != nil {
+		b.setLost(lo, onLost)
+	}
 	ud := a.L.NewUserData()
 	ud.Value = lo
 	ud.Metatable = b.mts[kind]
@@ -503,8 +505,15 @@ func (b *lockBinding) lost(L *lua.LState, lo *lockObj, _ args) int {
 
 // l:on_lost(fn): fn(name, reason) runs as a task when a hold is lost.
 func (b *lockBinding) setOnLost(L *lua.LState, lo *lockObj, a args) int {
-	lo.onLost = a.function(2)
+	b.setLost(lo, a.function(2))
 	return 0
+}
+
+func (b *lockBinding) setLost(lo *lockObj, fn *lua.LFunction) {
+	if lo.onLost == nil {
+		lo.l.OnLost(func(h *lock.Hold) { b.lost1(lo, h) })
+	}
+	lo.onLost = fn
 }
 
 func (b *lockBinding) lockName(L *lua.LState, lo *lockObj, _ args) int {

@@ -128,13 +128,15 @@ func (h *Hold) LostReason() string {
 }
 
 // arm sets the hold's one timer: the watchdog's next renewal, or the end of
-// its lease. It posts to the loop.
+// its lease (when an on_lost function waits for it). It posts to the loop.
 func (h *Hold) arm() {
 	if h.timer != nil {
 		h.timer.Stop()
 		h.timer = nil
 	}
-	if h.ttl <= 0 || h.released || h.lost != nil {
+	if h.ttl <= 0 || h.released || h.lost != nil || !h.auto && h.lock.onLost == nil {
+		// Without the watchdog and without an on_lost function nothing
+		// needs waking at the lease's end: Lost tells from the clock.
 		return
 	}
 	s := h.s
@@ -376,6 +378,7 @@ func (h *Hold) Abandon(task string) {
 		h.Forget()
 		return
 	}
+	h.Lost() // a lease that lapsed meanwhile is reported as lost first
 	s := h.s
 	s.svc.abandoned.Add(1)
 	s.svc.log.Warn("shield: a task ended holding a lock; released it", "lock", h.key.name, "scope", h.key.scope.String(),

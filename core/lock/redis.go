@@ -89,9 +89,10 @@ func statusErr(op, name string, code int64) error {
 // ...`; a failed connection comes as go-redis reports it (the Session adds
 // the operation and lock).
 type Redis struct {
-	c     redis.UniversalClient
-	keys  store.Keys
-	watch *watcher
+	c         redis.UniversalClient
+	keys      store.Keys
+	layoutErr error
+	watch     *watcher
 }
 
 var _ Backend = (*Redis)(nil)
@@ -101,27 +102,36 @@ var _ Backend = (*Redis)(nil)
 // and bus stay owned by the caller. With a nil bus, Watch fails (waiters
 // then retry at their retry interval).
 func NewRedis(c redis.UniversalClient, prefix string, bus pubsub.Bus) *Redis {
-	return &Redis{c: c, keys: store.Keys{Prefix: prefix}, watch: newWatcher(bus)}
+	k := store.Keys{Prefix: prefix}
+	return &Redis{c: c, keys: k, layoutErr: checkLayout(k), watch: newWatcher(bus)}
 }
 
-// lockKeys returns the KEYS every script gets, after checking that they
-// share one hash slot (ErrInvalid otherwise: a bad name, or a prefix with an
-// unbalanced '{').
-func (r *Redis) lockKeys(op, name string) ([]string, error) {
+// lockKeys returns the KEYS every script gets and the wake-up channel.
+// Errors: ErrInvalid for a bad name, or for a prefix that would split a
+// lock's keys across hash slots (an unbalanced '{').
+func (r *Redis) lockKeys(op, name string) ([]string, string, error) {
 	if err := checkName(op, name); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	k := r.keys
-	keys := []string{k.Lock(name), k.RWLock(name), k.RWLockDeadlines(name),
-		k.LockQueue(name), k.LockWaiters(name), k.LockToken(name), k.RWLockWriters(name)}
+	if r.layoutErr != nil {
+		return nil, "", fmt.Errorf("lock: %s %q: %w", op, name, r.layoutErr)
+	}
+	keys, channel := r.keys.LockKeys(name)
+	return keys[:], channel, nil
+}
+
+// checkLayout reports a prefix under which the keys of one lock would not
+// share a hash slot. That depends on the prefix only (lock names cannot
+// start with '}').
+func checkLayout(k store.Keys) error {
+	keys, _ := k.LockKeys("x")
 	tag := hashTag(keys[0])
 	for _, key := range keys[1:] {
 		if hashTag(key) != tag {
-			return nil, fmt.Errorf("lock: %s %q: %w: keys %q and %q would not share a hash slot (check the prefix %q)",
-				op, name, ErrInvalid, keys[0], key, k.Prefix)
+			return fmt.Errorf("%w: keys %q and %q would not share a hash slot (check the prefix %q)", ErrInvalid, keys[0], key, k.Prefix)
 		}
 	}
-	return keys, nil
+	return nil
 }
 
 func modeArg(m Mode) string {
@@ -138,7 +148,6 @@ func boolArg(b bool) string {
 	return "0"
 }
 
-func what(op, name string) string { return fmt.Sprintf("lock: %s %q", op, name) }
 
 // TryAcquire runs scripts/acquire.lua. Errors: ErrUpgrade, ErrInvalid, the
 // Redis error.
@@ -150,14 +159,14 @@ func (r *Redis) TryAcquire(name, owner string, mode Mode, o Options) *store.Op[A
 	if err := checkTTL(op, name, o.TTL); err != nil {
 		return store.Failed[Attempt](err)
 	}
-	keys, err := r.lockKeys(op, name)
+	keys, channel, err := r.lockKeys(op, name)
 	if err != nil {
 		return store.Failed[Attempt](err)
 	}
 	cmd := acquireScript.Cmd(keys, owner, modeArg(mode), ttlMillis(o.TTL), boolArg(o.Reentrant), boolArg(o.Fair),
-		waiterTTL(o), r.keys.LockReleased(name), boolArg(o.Waiting))
+		waiterTTL(o), channel, boolArg(o.Waiting))
 	return store.Commands(r.c, func() (Attempt, error) {
-		rep := store.ReadReply(what(op, name), cmd.Cmd)
+		rep := store.ReadReply("lock: "+op, cmd.Cmd)
 		switch status := rep.Int(); {
 		case rep.Err() != nil:
 		case status == stGranted:
@@ -189,13 +198,13 @@ func (r *Redis) Release(name, owner string, mode Mode, all bool) *store.Op[int] 
 	if err := checkArgs(op, name, owner, mode); err != nil {
 		return store.Failed[int](err)
 	}
-	keys, err := r.lockKeys(op, name)
+	keys, channel, err := r.lockKeys(op, name)
 	if err != nil {
 		return store.Failed[int](err)
 	}
-	cmd := releaseScript.Cmd(keys, owner, modeArg(mode), r.keys.LockReleased(name), boolArg(all))
+	cmd := releaseScript.Cmd(keys, owner, modeArg(mode), channel, boolArg(all))
 	return store.Commands(r.c, func() (int, error) {
-		rep := store.ReadReply(what(op, name), cmd.Cmd)
+		rep := store.ReadReply("lock: "+op, cmd.Cmd)
 		status := rep.Int()
 		if status == stGranted {
 			n := rep.Int()
@@ -218,13 +227,13 @@ func (r *Redis) Extend(name, owner string, mode Mode, ttl time.Duration) *store.
 	if err := checkTTL(op, name, ttl); err != nil {
 		return store.Failed[None](err)
 	}
-	keys, err := r.lockKeys(op, name)
+	keys, _, err := r.lockKeys(op, name)
 	if err != nil {
 		return store.Failed[None](err)
 	}
 	cmd := extendScript.Cmd(keys, owner, modeArg(mode), ttlMillis(ttl))
 	return store.Commands(r.c, func() (None, error) {
-		rep := store.ReadReply(what(op, name), cmd.Cmd)
+		rep := store.ReadReply("lock: "+op, cmd.Cmd)
 		status := rep.Int()
 		if err := rep.End(); err != nil {
 			return None{}, err
@@ -240,13 +249,13 @@ func (r *Redis) Extend(name, owner string, mode Mode, ttl time.Duration) *store.
 // error.
 func (r *Redis) Info(name string) *store.Op[Info] {
 	const op = "info"
-	keys, err := r.lockKeys(op, name)
+	keys, _, err := r.lockKeys(op, name)
 	if err != nil {
 		return store.Failed[Info](err)
 	}
 	cmd := infoScript.Cmd(keys)
 	return store.Commands(r.c, func() (Info, error) {
-		rep := store.ReadReply(what(op, name), cmd.Cmd)
+		rep := store.ReadReply("lock: "+op, cmd.Cmd)
 		mode := rep.Str()
 		ttl, acquired, token, waiting := rep.Int(), rep.Int(), rep.Int(), rep.Int()
 		info := Info{Waiting: int(waiting)}
@@ -277,11 +286,11 @@ func (r *Redis) LeaveQueue(name, owner string) *store.Op[None] {
 	if err := checkArgs(op, name, owner, Exclusive); err != nil {
 		return store.Failed[None](err)
 	}
-	keys, err := r.lockKeys(op, name)
+	keys, channel, err := r.lockKeys(op, name)
 	if err != nil {
 		return store.Failed[None](err)
 	}
-	cmd := leaveScript.Cmd(keys, owner, r.keys.LockReleased(name))
+	cmd := leaveScript.Cmd(keys, owner, channel)
 	return store.Commands(r.c, func() (None, error) {
 		if err := cmd.Err(); err != nil {
 			return None{}, opErr(op, name, err)
@@ -296,7 +305,7 @@ func (r *Redis) LeaveQueue(name, owner string) *store.Op[None] {
 // wrapped as `lock: watch "name": ...`.
 func (r *Redis) Watch(name string, fn func(), ready func(error)) func() {
 	const op = "watch"
-	if _, err := r.lockKeys(op, name); err != nil {
+	if _, _, err := r.lockKeys(op, name); err != nil {
 		ready(err)
 		return func() {}
 	}

@@ -194,8 +194,23 @@ func TestRedisBadPrefix(t *testing.T) {
 	}
 	// A prefix with a complete tag is fine (all keys share its slot).
 	b := NewRedis(c, "{app}:", nil)
-	if _, err := b.lockKeys("acquire", "l"); err != nil {
+	if _, _, err := b.lockKeys("acquire", "l"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// LockKeys builds the same names as the single-key builders.
+func TestLockKeysMatchTheBuilders(t *testing.T) {
+	for _, prefix := range []string{"", "shield:", "{app}:"} {
+		k := store.Keys{Prefix: prefix}
+		for _, name := range []string{"boss", "a}b", "ключ {tag}", "x"} {
+			keys, channel := k.LockKeys(name)
+			want := [7]string{k.Lock(name), k.RWLock(name), k.RWLockDeadlines(name), k.LockQueue(name),
+				k.LockWaiters(name), k.LockToken(name), k.RWLockWriters(name)}
+			if keys != want || channel != k.LockReleased(name) {
+				t.Fatalf("LockKeys(%q) with prefix %q = %q, %q; want %q, %q", name, prefix, keys, channel, want, k.LockReleased(name))
+			}
+		}
 	}
 }
 

@@ -133,8 +133,16 @@ func checkAutoExtend(ttl, interval time.Duration) error {
 }
 
 // OnLost sets the function called (on the loop) when a hold taken through
-// this object is found lost.
-func (l *Lock) OnLost(fn func(*Hold)) { l.onLost = fn }
+// this object is found lost: by the watchdog, by a release, or when its
+// lease runs out.
+func (l *Lock) OnLost(fn func(*Hold)) {
+	l.onLost = fn
+	for _, h := range l.s.holds {
+		if h.lock == l && !h.released {
+			h.arm()
+		}
+	}
+}
 
 func (l *Lock) key(owner string) holdKey {
 	return holdKey{scope: l.scope, mode: l.mode, name: l.name, owner: owner}

@@ -37,6 +37,16 @@ local waiting = ARGV[8] == '1'
 
 local function ms(x) return string.format('%d', x) end
 
+-- Fast path: an exclusive attempt on a lock that nobody holds, reads,
+-- queues or waits for (no lock hash, readers, fair queue or writers) is
+-- granted at once.
+if exclusive and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[4], KEYS[7]) == 0 then
+  local token = redis.call('INCR', KEYS[6])
+  redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', token, 'acquired_at', ms(now))
+  redis.call('PEXPIRE', KEYS[1], ms(ttl))
+  return {1, token, 1, now, ttl}
+end
+
 -- Drop every key in list from hash h, in chunks (unpack has a stack limit).
 local function hdel_all(h, list)
   for i = 1, #list, 1000 do

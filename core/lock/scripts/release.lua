@@ -13,12 +13,8 @@
 --   {-1}            owner does not hold the lock in that mode (never did, released, or expired)
 -- A wake-up ("released") is PUBLISHed when the exclusive hold ends, or the last shared hold ends.
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local owner = ARGV[1]
 local all = ARGV[4] == '1'
-
-local function ms(x) return string.format('%d', x) end
 
 if ARGV[2] == 'x' then
   if redis.call('HGET', KEYS[1], 'owner') ~= owner then return {-1} end
@@ -30,6 +26,11 @@ if ARGV[2] == 'x' then
   redis.call('PUBLISH', ARGV[3], 'released')
   return {1, 0}
 end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function ms(x) return string.format('%d', x) end
 
 local r = redis.call('HGET', KEYS[2], owner)
 if not r then return {-1} end
