@@ -148,7 +148,6 @@ func boolArg(b bool) string {
 	return "0"
 }
 
-
 // TryAcquire runs scripts/acquire.lua. Errors: ErrUpgrade, ErrInvalid, the
 // Redis error.
 func (r *Redis) TryAcquire(name, owner string, mode Mode, o Options) *store.Op[Attempt] {
