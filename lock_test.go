@@ -142,6 +142,7 @@ func TestLockTimeoutWhileRedisHangs(t *testing.T) {
 	if elapsed > 5*time.Second {
 		t.Fatalf("acquire(2000) took %v", elapsed)
 	}
+	t.Logf("after %v: %v", elapsed, err)
 	thaw()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -309,8 +309,11 @@ func lockError(lo *lockObj, err error) error {
 		return errors.New("cannot upgrade a read lock to a write lock: release the read lock first")
 	case errors.Is(err, lock.ErrClosed):
 		return errClosing
-	case errors.Is(err, lock.ErrStalled):
-		return fmt.Errorf("the lock backend (Redis) did not answer in time: %w", err)
+	}
+	var st *lock.StalledError
+	if errors.As(err, &st) {
+		return fmt.Errorf("Redis did not answer for %v, within the acquire timeout of %v: %q not obtained (if the attempt still succeeds, the lock is released)",
+			st.Waited, st.Timeout, st.Name)
 	}
 	return err
 }

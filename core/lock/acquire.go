@@ -2,7 +2,6 @@ package lock
 
 import (
 	"errors"
-	"fmt"
 	"runtime"
 	"time"
 
@@ -364,10 +363,10 @@ func (w *waiter) giveUp(err error) {
 		}
 		w.lw = nil
 	}
+	err = opErr("acquire", w.l.name, err)
 	if errors.Is(err, ErrTimeout) && w.inflight && w.timeout > 0 {
 		if d := w.s.svc.clock.Now().Sub(w.sentAt); d >= stallAfter(w.timeout) {
-			err = fmt.Errorf("%w: no answer from the lock backend for %v, within the acquire timeout of %v (the attempt is still under way; if it succeeds, the lock is released)",
-				ErrStalled, d.Round(time.Millisecond), w.timeout)
+			err = &StalledError{Name: w.l.name, Waited: d.Round(time.Millisecond), Timeout: w.timeout}
 		}
 	}
 	if w.inflight {
@@ -376,7 +375,7 @@ func (w *waiter) giveUp(err error) {
 		w.leave()
 		w.releaseGate()
 	}
-	w.finish(nil, opErr("acquire", w.l.name, err))
+	w.finish(nil, err)
 }
 
 // stallAfter is how long an attempt must have been unanswered when the

@@ -108,8 +108,8 @@ var (
 	// ErrStalled: Lock.Acquire's timeout passed while an attempt was still
 	// unanswered by the backend (Redis hangs or is far too slow): whether
 	// the lock is contended is unknown. A late grant of that attempt is
-	// released.
-	ErrStalled = errors.New("lock: the lock service did not answer in time")
+	// released. The error is a *StalledError.
+	ErrStalled = errors.New("lock: no answer from the lock backend")
 	// ErrLost: the hold's lease ran out or was taken over (see Hold.Lost).
 	ErrLost = errors.New("lock: lost")
 	// ErrReentry: Lock.Acquire by an owner that already holds the lock,
@@ -118,6 +118,21 @@ var (
 	// ErrClosed: the Session closed while Lock.Acquire waited (or before).
 	ErrClosed = errors.New("lock: session closed")
 )
+
+// StalledError is the ErrStalled of one acquire: its attempt had been
+// unanswered for Waited when the Timeout passed.
+type StalledError struct {
+	Name            string
+	Waited, Timeout time.Duration
+}
+
+func (e *StalledError) Error() string {
+	return fmt.Sprintf("lock: acquire %q: no answer from the lock backend for %v, within the acquire timeout of %v (if the attempt still succeeds, the lock is released)",
+		e.Name, e.Waited, e.Timeout)
+}
+
+// Is makes errors.Is(err, ErrStalled) true.
+func (e *StalledError) Is(target error) bool { return target == ErrStalled }
 
 // Mode is the kind of hold: Exclusive (a mutex, or the write side of a
 // read-write lock) or Shared (the read side). It is the same type as
