@@ -290,3 +290,51 @@ func TestWatchdogMarksLostWhenRenewalsFail(t *testing.T) {
 		end
 		assert(reason:find("renewals failed until the lease ran out"), reason)`)
 }
+
+// max_retries and retry against a holder in another process: one attempt
+// with max_retries = 1, and giving up after two retry intervals with 3.
+func TestMaxRetriesAgainstAnotherProcess(t *testing.T) {
+	cfg := redisConfig(t)
+	holder := newRuntime(t, newModule(t, cfg))
+	waiter := newRuntime(t, newModule(t, cfg))
+	mustRunLua(t, holder, `
+		shield.spawn(function() assert(shield.distributed_mutex("mr", { ttl = 60000 }):acquire()); holding = true; shield.sleep(600000) end)
+		while not holding do shield.sleep(1) end`)
+	mustRunLua(t, waiter, `
+		local t0 = shield.now_ms()
+		local ok, why = shield.distributed_mutex("mr", { max_retries = 1 }):acquire(10000)
+		assert(ok == false and why == "timeout", tostring(why))
+		assert(shield.now_ms() - t0 < 5000, "max_retries = 1 waited")
+		t0 = shield.now_ms()
+		ok, why = shield.distributed_mutex("mr", { max_retries = 3, retry = 60 }):acquire(10000)
+		local waited = shield.now_ms() - t0
+		assert(ok == false and why == "timeout", tostring(why))
+		assert(waited >= 2 * 60 - 2 and waited < 5000, "gave up after " .. waited .. " ms")`)
+}
+
+// Outside any task (host code on the main thread) a Redis-backed acquire
+// waits in place for a holder in another process, and works off its own
+// wake-ups while the loop is busy with it.
+func TestLockOutsideTasksOnRedis(t *testing.T) {
+	cfg := redisConfig(t)
+	holder := newRuntime(t, newModule(t, cfg))
+	rt := newRuntime(t, newModule(t, cfg))
+	mustRunLua(t, holder, `
+		shield.spawn(function()
+			local l = shield.distributed_mutex("main", { ttl = 5000 })
+			assert(l:acquire())
+			shield.sleep(100)
+			l:release()
+		end)
+		shield.sleep(20)`)
+	err := rt.Do(func(L *lua.LState) error {
+		return L.DoString(`
+			local l = shield.distributed_mutex("main", { retry = 10000 })
+			local ok, why = l:acquire(5000)
+			assert(ok, why)
+			assert(l:release())`)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

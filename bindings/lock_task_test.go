@@ -9,7 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/config"
+	"github.com/shieldrt/shieldglobal/core/lock"
+	"github.com/shieldrt/shieldglobal/core/lock/local"
+	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
 type logBuffer struct {
@@ -207,5 +213,57 @@ func TestLockOutsideTasksWaitsSynchronously(t *testing.T) {
 	}
 	if v := global(t, rt, "outside"); v.String() != "done" {
 		t.Fatalf("outside = %v", v)
+	}
+}
+
+// An uncontended distributed_mutex acquire+release from Lua is exactly two
+// Redis commands, each one EVALSHA sent in a loop turn's batch.
+func TestUncontendedDistributedPairIsTwoCommands(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: testredis.Standalone(t).Options().Addr})
+	t.Cleanup(func() { c.Close() })
+	hook := &countHook{}
+	c.AddHook(hook)
+	locks := &Locks{Local: local.NewManager(nil), Dist: lock.NewRedis(c, testredis.Prefix(t), nil), Config: config.Default().Lock}
+	rt, _ := lockRuntime(t, locks)
+	mustRun(t, rt, `local l = shield.distributed_mutex("warm", { auto_extend = false }); assert(l:acquire()); assert(l:release())`)
+	hook.reset()
+	mustRun(t, rt, `
+		local l = shield.distributed_mutex("pair", { auto_extend = false })
+		assert(l:acquire())
+		assert(l:release())`)
+	if cmds := hook.commands(); len(cmds) != 2 || cmds[0] != "evalsha" || cmds[1] != "evalsha" {
+		t.Fatalf("commands sent: %v; want two EVALSHA", cmds)
+	}
+}
+
+type countHook struct {
+	mu   sync.Mutex
+	cmds []string
+}
+
+func (h *countHook) reset() { h.mu.Lock(); h.cmds = nil; h.mu.Unlock() }
+func (h *countHook) commands() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.cmds...)
+}
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		h.cmds = append(h.cmds, cmd.Name())
+		h.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.mu.Lock()
+		for _, c := range cmds {
+			h.cmds = append(h.cmds, c.Name())
+		}
+		h.mu.Unlock()
+		return next(ctx, cmds)
 	}
 }
