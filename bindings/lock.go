@@ -200,17 +200,36 @@ func (b *lockBinding) ownerOf(L *lua.LState) lock.Owner {
 
 // ---- the blocking protocol
 
-// suspend is Runtime.Suspend for lock calls: outside any task the loop
-// waits in the call, working off the session's posts itself.
-func (b *lockBinding) suspend(L *lua.LState, name string, start func(complete func(Result))) int {
-	if b.rt.callMode(L) != modeSync {
-		return b.rt.Suspend(L, name, start)
-	}
-	return b.rt.Suspend(L, name, func(complete func(Result)) {
-		b.loop.pump(func(finished func()) {
-			start(func(r Result) { finished(); complete(r) })
+// suspend is Runtime.Suspend for lock calls, which start starts; it returns
+// a function that gives the call up (nil: it cannot be given up). Outside
+// any task the loop waits in the call, working off the session's posts
+// itself. Where a task cannot yield (a metamethod, an iterator, ...) a call
+// that completes at once — any in-process lock that is free — still works;
+// one that would wait is given up and raises.
+func (b *lockBinding) suspend(L *lua.LState, name string, start func(complete func(Result)) (cancel func())) int {
+	switch b.rt.callMode(L) {
+	case modeSync:
+		return b.rt.Suspend(L, name, func(complete func(Result)) {
+			b.loop.pump(func(finished func()) {
+				start(func(r Result) { finished(); complete(r) })
+			})
 		})
-	})
+	case modeForbidden:
+		var res Result
+		cancel := start(func(r Result) {
+			if res == nil {
+				res = r
+			}
+		})
+		if res == nil {
+			if cancel != nil {
+				cancel()
+			}
+			b.rt.refuseBlock(L, name)
+		}
+		return b.rt.returnResult(L, name, res)
+	}
+	return b.rt.Suspend(L, name, func(complete func(Result)) { start(complete) })
 }
 
 // held takes a new hold into the runtime's care: it is released when its
@@ -272,7 +291,7 @@ func acquireTimeout(a args, lo *lockObj, n int) time.Duration {
 func (b *lockBinding) start(L *lua.LState, lo *lockObj, a args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) int {
 	owner := b.ownerOf(L)
 	task := b.rt.CurrentTask(L)
-	return b.suspend(L, lo.kind+":"+a.fn, func(complete func(Result)) {
+	return b.suspend(L, lo.kind+":"+a.fn, func(complete func(Result)) func() {
 		key := new(byte)
 		settled := false
 		cancel := lo.l.Acquire(owner, timeout, func(h *lock.Hold, err error) {
@@ -297,6 +316,7 @@ func (b *lockBinding) start(L *lua.LState, lo *lockObj, a args, timeout time.Dur
 			// A task that ends while it waits gives the wait up.
 			b.rt.OnTaskEnd(task, key, cancel)
 		}
+		return cancel
 	})
 }
 
@@ -337,7 +357,7 @@ func (b *lockBinding) release(L *lua.LState, lo *lockObj, a args) int {
 		return pushAll(L, resultPair(false, "not_held"))
 	}
 	task := b.rt.CurrentTask(L)
-	return b.suspend(L, lo.kind+":release", func(complete func(Result)) {
+	return b.suspend(L, lo.kind+":release", func(complete func(Result)) func() {
 		h.Release(func(_ int, err error) {
 			b.over(task, h)
 			complete(func() ([]lua.LValue, error) {
@@ -352,6 +372,7 @@ func (b *lockBinding) release(L *lua.LState, lo *lockObj, a args) int {
 				return nil, err
 			})
 		})
+		return nil
 	})
 }
 
@@ -368,7 +389,7 @@ func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a args) int {
 	if h == nil {
 		return pushAll(L, resultPair(false, "not_held"))
 	}
-	return b.suspend(L, lo.kind+":extend", func(complete func(Result)) {
+	return b.suspend(L, lo.kind+":extend", func(complete func(Result)) func() {
 		h.Refresh(ttl, func(err error) {
 			complete(func() ([]lua.LValue, error) {
 				switch {
@@ -382,6 +403,7 @@ func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a args) int {
 				return nil, err
 			})
 		})
+		return nil
 	})
 }
 

@@ -267,3 +267,33 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		return next(ctx, cmds)
 	}
 }
+
+// Where a task cannot yield (a metamethod, a sort comparator), an
+// in-process lock that is free still works; one that would wait raises
+// "cannot block here" and leaves nothing behind.
+func TestLockCallsWhereATaskCannotYield(t *testing.T) {
+	locks := testLocks()
+	rt, _ := lockRuntime(t, locks)
+	mustRun(t, rt, `
+		local m, d = shield.mutex("meta"), shield.distributed_mutex("meta-d")
+		local obj = setmetatable({}, { __index = function(_, k)
+			assert(m:acquire()); assert(d:acquire())
+			assert(m:release()); assert(d:release())
+			return k
+		end })
+		assert(obj.x == "x")
+		local t = { 3, 1, 2 }
+		table.sort(t, function(a, b) assert(m:acquire()); m:release(); return a < b end)
+		-- Held by another task: the acquire would wait, so it raises.
+		local held = false
+		shield.spawn(function() assert(m:acquire()); held = true; shield.sleep(50); m:release() end)
+		while not held do shield.sleep(1) end
+		local bad = setmetatable({}, { __index = function() return m:acquire(1000) end })
+		local ok, err = pcall(function() return bad.y end)
+		assert(not ok and tostring(err):find("cannot block here"), tostring(err))
+		while held and not m:try_acquire() do shield.sleep(5) end
+		assert(m:release())`)
+	if st := locks.Stats(); st.Holds != 0 || st.Waiting != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
