@@ -121,34 +121,26 @@ func (w *waiter) startLocal() {
 		}
 		runtime.Gosched()
 	}
-	w.enterLocal(req, w.grantedLocal)
+	w.enterLocal(req)
 }
 
 // startGate: the gate of a distributed lock, then the backend.
-func (w *waiter) startGate() {
-	w.enterLocal(w.request(), func(local.Hold) { w.passGate() })
-}
+func (w *waiter) startGate() { w.enterLocal(w.request()) }
 
 // enterLocal makes the first attempt at the in-process lock or gate, and
 // queues when it is taken.
-func (w *waiter) enterLocal(req local.Request, granted func(local.Hold)) {
+func (w *waiter) enterLocal(req local.Request) {
 	m := w.s.svc.local
 	w.attempts = 1
-	if w.once {
-		h, ok, err := m.TryAcquire(req)
-		if err != nil || !ok {
-			w.localOutcome(h, ok, err)
-			return
-		}
-		granted(h)
+	h, ok, err := m.TryAcquire(req)
+	if err != nil || ok || w.once {
+		w.localOutcome(h, ok, err)
 		return
 	}
-	h, ok, lw, err := m.Acquire(req, func(h local.Hold) { w.s.loop.Post(func() { w.lw = nil; granted(h) }) })
+	h, ok, lw, err := m.Acquire(req, func(h local.Hold) { w.s.loop.Post(func() { w.lw = nil; w.localGranted(h) }) })
 	switch {
-	case err != nil || !ok && lw == nil:
+	case err != nil || ok:
 		w.localOutcome(h, ok, err)
-	case ok:
-		granted(h)
 	default:
 		w.lw, w.queuedLocal = lw, true
 		w.waiting()
@@ -167,11 +159,18 @@ func (w *waiter) localOutcome(h local.Hold, ok bool, err error) {
 		w.finish(nil, opErr("acquire", w.l.name, err))
 	case !ok:
 		w.finish(nil, opErr("acquire", w.l.name, ErrTimeout))
-	case w.l.scope == Distributed:
-		w.passGate()
 	default:
-		w.grantedLocal(h)
+		w.localGranted(h)
 	}
+}
+
+// localGranted: the in-process lock, or the gate, is ours.
+func (w *waiter) localGranted(h local.Hold) {
+	if w.l.scope == Distributed {
+		w.passGate()
+		return
+	}
+	w.grantedLocal(h)
 }
 
 // localTick is a wake-up or a retry interval while queued at the

@@ -3,8 +3,10 @@ package lock
 import (
 	_ "embed"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -93,7 +95,21 @@ type Redis struct {
 	keys      store.Keys
 	layoutErr error
 	watch     *watcher
+	seed      maphash.Seed
+	recent    [keyCacheSize]atomic.Pointer[lockKeySet] // the keys of recently used names
 }
+
+// lockKeySet is the keys and channel of one lock name.
+type lockKeySet struct {
+	name    string
+	keys    [7]string
+	channel string
+	boxed   any // channel as a script argument
+}
+
+// keyCacheSize is the number of names whose keys are kept (a direct-mapped
+// cache: a lock used again does not build its eight names again).
+const keyCacheSize = 1024
 
 var _ Backend = (*Redis)(nil)
 
@@ -103,21 +119,28 @@ var _ Backend = (*Redis)(nil)
 // then retry at their retry interval).
 func NewRedis(c redis.UniversalClient, prefix string, bus pubsub.Bus) *Redis {
 	k := store.Keys{Prefix: prefix}
-	return &Redis{c: c, keys: k, layoutErr: checkLayout(k), watch: newWatcher(bus)}
+	return &Redis{c: c, keys: k, layoutErr: checkLayout(k), watch: newWatcher(bus), seed: maphash.MakeSeed()}
 }
 
 // lockKeys returns the KEYS every script gets and the wake-up channel.
 // Errors: ErrInvalid for a bad name, or for a prefix that would split a
 // lock's keys across hash slots (an unbalanced '{').
-func (r *Redis) lockKeys(op, name string) ([]string, string, error) {
+func (r *Redis) lockKeys(op, name string) ([]string, any, error) {
 	if err := checkName(op, name); err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	if r.layoutErr != nil {
-		return nil, "", fmt.Errorf("lock: %s %q: %w", op, name, r.layoutErr)
+		return nil, nil, fmt.Errorf("lock: %s %q: %w", op, name, r.layoutErr)
 	}
-	keys, channel := r.keys.LockKeys(name)
-	return keys[:], channel, nil
+	slot := &r.recent[maphash.String(r.seed, name)&(keyCacheSize-1)]
+	set := slot.Load()
+	if set == nil || set.name != name {
+		set = &lockKeySet{name: name}
+		set.keys, set.channel = r.keys.LockKeys(name)
+		set.boxed = set.channel
+		slot.Store(set)
+	}
+	return set.keys[:], set.boxed, nil
 }
 
 // checkLayout reports a prefix under which the keys of one lock would not
@@ -134,18 +157,25 @@ func checkLayout(k store.Keys) error {
 	return nil
 }
 
-func modeArg(m Mode) string {
+// Script arguments that are the same for every call, boxed once (an
+// argument is an `any`: boxing a string per call allocates).
+var (
+	argExcl, argShrd  any = modeExclArg, modeShrdArg
+	argTrue, argFalse any = "1", "0"
+)
+
+func modeArg(m Mode) any {
 	if m == Shared {
-		return modeShrdArg
+		return argShrd
 	}
-	return modeExclArg
+	return argExcl
 }
 
-func boolArg(b bool) string {
+func boolArg(b bool) any {
 	if b {
-		return "1"
+		return argTrue
 	}
-	return "0"
+	return argFalse
 }
 
 // TryAcquire runs scripts/acquire.lua. Errors: ErrUpgrade, ErrInvalid, the

@@ -17,8 +17,9 @@ local owner = ARGV[1]
 local all = ARGV[4] == '1'
 
 if ARGV[2] == 'x' then
-  if redis.call('HGET', KEYS[1], 'owner') ~= owner then return {-1} end
-  if not all then
+  local h = redis.call('HMGET', KEYS[1], 'owner', 'count')
+  if h[1] ~= owner then return {-1} end
+  if not all and h[2] ~= '1' then
     local count = redis.call('HINCRBY', KEYS[1], 'count', -1)
     if count > 0 then return {1, count} end
   end
