@@ -381,7 +381,7 @@ func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a args) int {
 	if L.Get(2) == lua.LNil {
 		a.typeError(2, "number")
 	}
-	ttl := millisArg(a, 2, "ttl")
+	ttl := lockMillis(a, 2, "ttl")
 	if max := time.Duration(b.locks.Config.MaxTTL) * time.Millisecond; ttl > max {
 		a.bad(2, fmt.Sprintf("ttl %d exceeds lock.max_ttl (%d)", ttl.Milliseconds(), max.Milliseconds()))
 	}
@@ -415,7 +415,7 @@ func (b *lockBinding) autoExtend(L *lua.LState, lo *lockObj, a args) int {
 		a.typeError(2, "boolean")
 	}
 	on := L.ToBool(2)
-	interval := millisArg(a, 3, "interval")
+	interval := lockMillis(a, 3, "interval")
 	raise := func(err error) {
 		if oe, ok := lock.IsOptionError(err); ok && oe.Option == "interval" {
 			a.bad(3, oe.Msg)

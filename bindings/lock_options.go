@@ -100,8 +100,8 @@ func numberText(f float64) string {
 	return lua.LNumber(f).String()
 }
 
-// millisArg reads an optional duration argument in ms (0 when absent).
-func millisArg(a args, n int, what string) time.Duration {
+// lockMillis reads an optional duration argument in ms (0 when absent).
+func lockMillis(a args, n int, what string) time.Duration {
 	if a.L.Get(n) == lua.LNil {
 		return 0
 	}
