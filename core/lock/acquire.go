@@ -104,9 +104,11 @@ type waiter struct {
 	deadlineT Timer
 }
 
+// request is the in-process request: the lock itself, or the gate (whose
+// lease is the distributed lock's, so a hold forgotten by a wedged runtime
+// frees the gate when the lease runs out).
 func (w *waiter) request() local.Request {
-	r := local.Request{Name: w.l.localName(), Owner: w.key.owner, Mode: w.l.mode, Reentrant: w.l.set.Reentrant, TTL: w.l.set.TTL}
-	return r
+	return local.Request{Name: w.l.localName(), Owner: w.key.owner, Mode: w.l.mode, Reentrant: w.l.set.Reentrant, TTL: w.l.set.TTL}
 }
 
 // startLocal: an in-process lock.

@@ -103,8 +103,7 @@ type Redis struct {
 type lockKeySet struct {
 	name    string
 	keys    [7]string
-	channel string
-	boxed   any // channel as a script argument
+	channel any // the wake-up channel, boxed once as a script argument
 }
 
 // keyCacheSize is the number of names whose keys are kept (a direct-mapped
@@ -135,12 +134,11 @@ func (r *Redis) lockKeys(op, name string) ([]string, any, error) {
 	slot := &r.recent[maphash.String(r.seed, name)&(keyCacheSize-1)]
 	set := slot.Load()
 	if set == nil || set.name != name {
-		set = &lockKeySet{name: name}
-		set.keys, set.channel = r.keys.LockKeys(name)
-		set.boxed = set.channel
+		keys, channel := r.keys.LockKeys(name)
+		set = &lockKeySet{name: name, keys: keys, channel: channel}
 		slot.Store(set)
 	}
-	return set.keys[:], set.boxed, nil
+	return set.keys[:], set.channel, nil
 }
 
 // checkLayout reports a prefix under which the keys of one lock would not

@@ -77,9 +77,6 @@ func (svc *Service) Stats() Stats {
 	return Stats{Holds: svc.holds.Load(), Waiting: svc.waiting.Load(), Abandoned: svc.abandoned.Load(), Lost: svc.lost.Load()}
 }
 
-// Defaults returns the option defaults.
-func (svc *Service) Defaults() Defaults { return svc.defaults }
-
 // wakes tells waiters of in-process locks (and gates) that a holder of the
 // name let go, so that with MaxRetries a wake-up counts as an attempt the
 // way a release announced by Redis does. Only waiters with MaxRetries

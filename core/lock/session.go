@@ -1,14 +1,12 @@
 package lock
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/shieldrt/shieldglobal/core/lock/local"
 	"github.com/shieldrt/shieldglobal/core/store"
 )
 
@@ -207,21 +205,6 @@ func (s *Session) CancelWaits(err error) {
 	}
 }
 
-// Holds returns the session's live holds (lost ones included), ordered by
-// name.
-func (s *Session) Holds() []*Hold {
-	out := make([]*Hold, 0, len(s.holds))
-	for _, h := range s.holds {
-		if !h.released {
-			out = append(out, h)
-		}
-	}
-	slices.SortFunc(out, func(a, b *Hold) int {
-		return cmp.Or(strings.Compare(a.key.name, b.key.name), strings.Compare(a.key.owner, b.key.owner), cmp.Compare(a.key.mode, b.key.mode))
-	})
-	return out
-}
-
 // Active returns the number of the session's live holds and pending
 // acquires.
 func (s *Session) Active() (holds, waits int) {
@@ -259,4 +242,4 @@ func (s *Session) releaseLocal(name, owner string, mode Mode, all bool) (int, er
 	return n, err
 }
 
-func isNotHeld(err error) bool { return errors.Is(err, ErrNotHeld) || errors.Is(err, local.ErrNotHeld) }
+func isNotHeld(err error) bool { return errors.Is(err, ErrNotHeld) }
