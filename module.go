@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,9 @@ import (
 	"github.com/shieldrt/shieldglobal/core/lock"
 	"github.com/shieldrt/shieldglobal/core/lock/local"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
+	"github.com/shieldrt/shieldglobal/core/queue"
+	"github.com/shieldrt/shieldglobal/core/ratelimit"
+	"github.com/shieldrt/shieldglobal/core/rank"
 	"github.com/shieldrt/shieldglobal/core/store"
 )
 
@@ -101,9 +105,25 @@ type Module struct {
 	// and Locks the distributed ones; nil when lock.enabled is false.
 	LocalLocks *local.Manager
 	Locks      lock.Backend
+	// RateLimiters are the process's rate limiters (shield.rate_limiter):
+	// in-process on the memory backend, sharing their limits through Redis
+	// otherwise; nil when rate_limiter.enabled is false.
+	RateLimiters *ratelimit.Set
+
+	// Ranks is the leaderboard backend (shield.rank); nil when rank.enabled
+	// is false.
+	Ranks rank.Backend
+
+	// Queues is the message-queue backend shared by every runtime; nil when
+	// queue.enabled is false.
+	Queues queue.Backend
 
 	global     *bindings.Global
 	locks      *bindings.Locks
+	ranks      *bindings.Ranks
+	queues     *bindings.Queues
+	queueBus   pubsub.Bus              // Redis: queue wake-ups (channels under the global prefix)
+	limiters   *bindings.Limiters
 	redlock    []redis.UniversalClient // lock.redlock nodes
 	owner      bindings.Owner
 	ownsClient bool
@@ -111,6 +131,10 @@ type Module struct {
 	internal   pubsub.Bus // Redis: cache invalidations and lock wake-ups, on their own connection
 	closeOnce  sync.Once
 	closed     atomic.Bool
+
+	hostMu   sync.Mutex
+	exposed  []exposed                // Expose: set in every new runtime
+	runtimes map[*lua.LState]*Runtime // for Loader
 }
 
 // New builds the Module cfg describes. With global.enabled false it returns a
@@ -130,6 +154,7 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 		log = slog.Default()
 	}
 	m := &Module{Config: cfg, Backend: BackendNone, Log: log}
+	store.RouteLogs(log) // go-redis's own log lines go through our logger
 	nodeID, err := cfg.Global.EffectiveNodeID()
 	if err != nil {
 		return nil, err
@@ -151,7 +176,58 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 			return nil, err
 		}
 	}
+	if cfg.Rank.Enabled {
+		m.startRanks()
+	}
+	if cfg.Queue.Enabled {
+		m.startQueues()
+	}
+	if cfg.RateLimiter.Enabled {
+		m.startRateLimiters()
+	}
 	return m, nil
+}
+
+// startRanks builds the leaderboard backend: in-process on the memory
+// backend, else on Redis under the module's prefix. Periodic resets need a
+// scheduler (bindings.Ranks.Scheduler); without one shield.rank refuses the
+// reset option.
+func (m *Module) startRanks() {
+	c := m.Config.Rank
+	if m.Backend == BackendMemory {
+		m.Ranks = rank.NewMemory(nil)
+	} else {
+		m.Ranks = rank.NewRedis(m.Redis, m.Config.Global.Redis.Prefix)
+	}
+	m.ranks = &bindings.Ranks{Backend: m.Ranks, MaxMembers: c.MaxMembers, Archive: c.Reset.Enabled,
+		ArchiveTTL: config.Seconds(c.Reset.ArchiveTTL), Log: m.Log}
+}
+
+// startQueues opens the queue backend. Each process is its own consumer in
+// the reliable and broadcast queues' consumer groups, named
+// node_id:service_id:instance (instance is random per process, so two
+// processes of one host and config never share a consumer).
+func (m *Module) startQueues() {
+	q := &bindings.Queues{Config: m.Config.Queue}
+	consumer := fmt.Sprintf("%s:%d:%s", m.owner.NodeID, m.owner.ServiceID, m.owner.Instance)
+	if m.Backend == BackendMemory {
+		m.Queues, q.Inline = queue.NewMemory(queue.MemoryOptions{Consumer: consumer}), true
+	} else {
+		// The queue scripts publish wake-ups on <prefix>queue:{name}:notify
+		// and the core subscribes to channel names relative to the global
+		// prefix: a bus of its own under that prefix (neither the user bus,
+		// under <prefix>pubsub:, nor the internal one, with full names, fits).
+		prefix := m.Config.Global.Redis.Prefix
+		m.queueBus = pubsub.NewRedis(m.Redis, prefix, pubsub.Events{
+			Down: func(err error) {
+				m.Log.Warn("shield: queue pub/sub connection down; waiting consumers re-check every 0.5-1 s", "error", err)
+			},
+			Up: func() { m.Log.Info("shield: queue pub/sub connection back") },
+		})
+		m.Queues = queue.NewRedis(m.Redis, prefix, m.queueBus, queue.RedisOptions{Consumer: consumer})
+	}
+	q.Backend = m.Queues
+	m.queues = q
 }
 
 func (m *Module) startLocks() error {
@@ -185,6 +261,45 @@ func (m *Module) startLocks() error {
 	}
 	m.locks = l
 	return nil
+}
+
+// startRateLimiters starts the process's one limiter Set. On Redis it
+// reports under a process id unique to this process (node, service and a
+// random instance: a restarted process never inherits a dead one's
+// leases), and the first report round is awaited so the process is
+// counted before a script meets its first key.
+func (m *Module) startRateLimiters() {
+	cfg := ratelimit.ConfigFrom(m.Config.RateLimiter)
+	cfg.Logger = m.Log
+	cfg.ProcessID = m.owner.NodeID + ":" + strconv.FormatInt(m.owner.ServiceID, 10) + ":" + m.owner.Instance
+	if m.Backend == BackendMemory {
+		m.RateLimiters = ratelimit.NewMemory(cfg)
+	} else {
+		m.RateLimiters = ratelimit.NewRedis(m.Redis, m.Config.Global.Redis.Prefix, cfg)
+	}
+	m.RateLimiters.Start()
+	if m.Backend == BackendRedis {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := m.RateLimiters.SyncNow(ctx); err != nil {
+			m.Log.Warn("shield: rate limiter: first report failed; new keys start on a guess until Redis answers", "error", err)
+		}
+		cancel()
+	}
+	m.limiters = &bindings.Limiters{Set: m.RateLimiters, Algorithm: ratelimit.Algorithm(m.Config.RateLimiter.Algorithm)}
+}
+
+// RateLimiterStats returns the counters of this process's rate limiters
+// (zero when rate_limiter.enabled is false). The ops endpoint reports
+// ActiveKeys as rate_limiter.active (keys with local state: token-bucket
+// keys, and sliding-window keys of the memory backend; a Redis sliding
+// window keeps none) and RejectedToday as rate_limiter.rejected_today
+// (requests refused, as over the limit or unavailable, since UTC
+// midnight). Cheap: no Redis call.
+func (m *Module) RateLimiterStats() ratelimit.Stats {
+	if m.RateLimiters == nil {
+		return ratelimit.Stats{}
+	}
+	return m.RateLimiters.Stats()
 }
 
 func (m *Module) connect(host redis.UniversalClient) error {
@@ -225,8 +340,8 @@ func (m *Module) startGlobal() error {
 	}
 	if m.Backend == BackendMemory {
 		m.KV, m.Bus = kv.NewMemory(), pubsub.NewMemory()
+		g.Inline = true
 	} else {
-		m.KV = kv.NewRedis(m.Redis, keys.Prefix)
 		m.Bus = pubsub.NewRedis(m.Redis, keys.PubSubPrefix(), pubsub.Events{
 			Down: func(err error) {
 				m.Log.Warn("shield: pub/sub connection down; subscriptions resume when it is back", "error", err)
@@ -249,21 +364,25 @@ func (m *Module) startGlobal() error {
 				m.Log.Info("shield: internal pub/sub connection back; local cache cleared")
 			},
 		})
+		var opts []kv.RedisOption
 		if c.Enabled && c.Sync {
 			if err := m.startCacheSync(g, keys); err != nil {
 				return err
 			}
+			opts = append(opts, kv.WithAnnounce(keys.CacheInvalidation(), m.instance))
 		}
+		m.KV = kv.NewRedis(m.Redis, keys.Prefix, opts...)
 	}
 	g.Store, g.Bus = m.KV, m.Bus
 	m.global = g
 	return nil
 }
 
-// startCacheSync subscribes to the invalidation channel on the internal bus.
-// While that connection is down the cache is bypassed, and it is cleared
-// when it comes back: announcements may have been missed, so nothing stale
-// is ever served.
+// startCacheSync subscribes to the invalidation channel on the internal bus
+// (writes announce their keys there, see kv.WithAnnounce). While that
+// connection is down the cache is bypassed, and it is cleared when it comes
+// back: announcements may have been missed, so nothing stale is ever
+// served.
 func (m *Module) startCacheSync(g *bindings.Global, keys store.Keys) error {
 	m.instance = randomID(8)
 	channel := keys.CacheInvalidation()
@@ -278,10 +397,6 @@ func (m *Module) startCacheSync(g *bindings.Global, keys store.Keys) error {
 	if err != nil {
 		return fmt.Errorf("shield: global.cache.sync: %w", err)
 	}
-	g.Announce = func(ctx context.Context, key string) error {
-		_, err := m.internal.Publish(ctx, channel, []byte(m.instance+"\n"+key))
-		return err
-	}
 	return nil
 }
 
@@ -293,9 +408,19 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 	if m.closed.Load() {
 		return nil, ErrModuleClosed
 	}
-	return bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks,
+	rt, err := bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks, Queues: m.queues, Limiters: m.limiters,
 		SlowTask: config.Millis(m.Config.Global.Runtime.SlowTask)})
+	if err != nil {
+		return nil, err
+	}
+	return rt, m.attach(L, rt)
 }
+
+// StateOptions are the lua.Options recommended for a Lua state given to
+// NewRuntime: lua.NewState(shieldglobal.StateOptions()). With them tasks may
+// recurse 10 000 levels deep (lua.NewState()'s default allows 256); either
+// way every task thread starts small (see docs/embedding.md).
+func StateOptions() lua.Options { return bindings.StateOptions() }
 
 // ErrModuleClosed is returned by NewRuntime once the module is closed.
 var ErrModuleClosed = errors.New("shield: module closed")
@@ -308,15 +433,44 @@ func (m *Module) CacheStats() kv.CacheStats {
 	return m.Cache.Stats()
 }
 
-// Close releases what the module opened: pub/sub connections and goroutines
-// and its own Redis client (not one handed in with WithRedisClient). Close
-// runtimes first. Idempotent.
+// QueueInfo is the ops view of one queue; see QueueStats.
+type QueueInfo = bindings.QueueInfo
+
+// QueueStats returns, sorted by name, the ops facts of every queue this
+// process opened: kind, length, pending / ready (delay), in flight and
+// retrying (reliable, broadcast per group), consumers (processes seen in
+// the last 10 s; LocalConsumers: consume / subscribe handles of this
+// process), dead letters and the counters (expired, trimmed, reclaimed,
+// nacked, dead-lettered, dead-dropped). On Redis it is one pipeline. nil
+// when queue.enabled is false. A queue whose stats could not be read is
+// left out and its error joined into err.
+func (m *Module) QueueStats(ctx context.Context) ([]QueueInfo, error) {
+	if m.queues == nil {
+		return nil, nil
+	}
+	return m.queues.Stats(ctx)
+}
+
+// Close releases what the module opened: queue consumers (their in-flight
+// reliable messages are released for immediate redelivery), pub/sub
+// connections and goroutines and its own Redis client (not one handed in
+// with WithRedisClient). Close runtimes first. Idempotent.
 func (m *Module) Close() error {
 	var err error
 	m.closeOnce.Do(func() {
 		m.closed.Store(true)
+		if m.queues != nil {
+			m.queues.Drain(5 * time.Second) // releases runtimes sent as they closed
+			err = errors.Join(err, m.Queues.Close())
+		}
+		if m.queueBus != nil {
+			err = errors.Join(err, m.queueBus.Close())
+		}
 		if m.LocalLocks != nil {
 			m.LocalLocks.StopExpiry()
+		}
+		if m.RateLimiters != nil {
+			m.RateLimiters.Stop() // hands the shares back first (at most about a second)
 		}
 		for _, c := range m.redlock {
 			err = errors.Join(err, c.Close())

@@ -3,10 +3,12 @@ package shieldglobal
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -198,4 +200,43 @@ func TestLockCapabilitySwitchedOff(t *testing.T) {
 	rt := newRuntime(t, m)
 	mustRunLua(t, rt, `assert(shield.mutex == nil and shield.lock == nil and shield.distributed_mutex == nil)
 		assert(shield.global ~= nil)`)
+}
+
+// go-redis's own log lines (here: the Sentinel client announcing its
+// master) go through the module's logger, not straight to stderr.
+func TestRedisLogLinesGoThroughTheModuleLogger(t *testing.T) {
+	var buf syncBuffer
+	m, err := New(sentinelConfig(t), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if out := buf.String(); !strings.Contains(out, `level=WARN msg="redis: `) || !strings.Contains(out, "sentinel") {
+		t.Fatalf("the module's log lacks go-redis's lines:\n%s", out)
+	}
+}
+
+func TestNewRuntimeAfterCloseFails(t *testing.T) {
+	m := newModule(t, config.Default())
+	m.Close()
+	if _, err := m.NewRuntime(lua.NewState()); !errors.Is(err, ErrModuleClosed) {
+		t.Fatalf("NewRuntime after Close: %v", err)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -2,6 +2,7 @@ package shieldglobal
 
 import (
 	"bytes"
+	"context"
 	"testing"
 
 	"github.com/shieldrt/shieldglobal/config"
@@ -19,7 +20,7 @@ func TestLuaSpecs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := newModule(t, cfg(t))
 			var out bytes.Buffer
-			res, err := m.RunSpecs([]string{"testdata/lua"}, &out)
+			res, err := m.RunSpecs(context.Background(), []string{"testdata/lua"}, &out, SpecOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -108,8 +108,17 @@ func (rt *Runtime) spawn(L *lua.LState) int {
 	for i := 2; i <= L.GetTop(); i++ {
 		args = append(args, L.Get(i))
 	}
-	// Start it on the next loop turn: the caller keeps running until it yields.
-	rt.Post(func() { rt.Spawn("spawn", fn, args, nil) })
+	// Start it on the next loop turn: the caller keeps running until it
+	// yields. It belongs to the spawner's group.
+	var g *Group
+	if t := rt.running; t != nil && t.group != nil && t.group.Inherited {
+		g = t.group
+	}
+	rt.starting++ // a task from now on, for Wait and Close
+	rt.postLocal(func() {
+		rt.starting--
+		rt.SpawnIn(g, "spawn", fn, args, nil)
+	})
 	return 0
 }
 
@@ -118,7 +127,7 @@ func (rt *Runtime) spawn(L *lua.LState) int {
 func (rt *Runtime) logAt(L *lua.LState, name string, level slog.Level) int {
 	a := argsOf(L, "shield.log", name)
 	if L.Get(1) == lua.LNil {
-		a.typeError(1, "string")
+		a.bad(1, "message expected (a string, or any value tostring accepts), got "+a.got(1))
 	}
 	msg := L.ToStringMeta(L.Get(1)).String()
 	var attrs []slog.Attr

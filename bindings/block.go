@@ -186,10 +186,11 @@ func (rt *Runtime) Await(L *lua.LState, name string, work func(ctx context.Conte
 	})
 }
 
-// Call is Await for work that may do no I/O: when inline is true (the memory
-// backend) work runs right here without yielding, otherwise off the loop.
-// Errors read the same either way: "<name>: <error>" at the caller's line.
-func (rt *Runtime) Call(L *lua.LState, name string, inline bool, work func(ctx context.Context) (any, error), convert func(L *lua.LState, v any) []lua.LValue) int {
+// AwaitInline is Await for work that may do no I/O: when inline is true (the
+// memory backend) work runs right here without yielding, otherwise off the
+// loop. Errors read the same either way: "<name>: <error>" at the caller's
+// line.
+func (rt *Runtime) AwaitInline(L *lua.LState, name string, inline bool, work func(ctx context.Context) (any, error), convert func(L *lua.LState, v any) []lua.LValue) int {
 	if !inline {
 		return rt.Await(L, name, work, convert)
 	}
@@ -204,34 +205,48 @@ func (rt *Runtime) Call(L *lua.LState, name string, inline bool, work func(ctx c
 // Lua results (an LGFunction returns Run's result directly): a local op
 // inline; a Redis op in the pipeline of this loop turn (the task yields
 // until the batch's replies are back; concurrent tasks share the round
-// trip); a work op on a worker. convert runs on the loop.
+// trip); a work op on a worker. convert runs on the loop. An error of the op
+// raises "<name>: <error>" at the caller's line.
 func Run[T any](rt *Runtime, L *lua.LState, name string, o *store.Op[T], convert func(*lua.LState, T) []lua.LValue) int {
-	switch o.Kind() {
-	case store.KindLocal:
-		v, err := o.Do(rt.ctx)
-		if err != nil {
-			raise(L, "%s: %s", name, err.Error())
-		}
-		return pushAll(L, convert(L, v))
-	case store.KindWork:
-		return rt.Await(L, name, func(ctx context.Context) (any, error) { return o.Do(ctx) },
-			func(L *lua.LState, v any) []lua.LValue { return convert(L, v.(T)) })
-	}
-	res := func() ([]lua.LValue, error) {
-		v, err := o.Result()
+	return RunOutcome(rt, L, name, o, func(L *lua.LState, v T, err error) ([]lua.LValue, error) {
 		if err != nil {
 			return nil, err
 		}
-		return convert(rt.L, v), nil
+		return convert(L, v), nil
+	})
+}
+
+// RunOutcome is Run for operations with expected outcomes that are errors in
+// Go (not found, timeout, full, version conflict): convert sees the op's
+// error too and turns it into Lua values (nil, "not_found"), or returns an
+// error to raise.
+func RunOutcome[T any](rt *Runtime, L *lua.LState, name string, o *store.Op[T], convert func(*lua.LState, T, error) ([]lua.LValue, error)) int {
+	res := func(L *lua.LState) Result {
+		return func() ([]lua.LValue, error) {
+			v, err := o.Result()
+			return convert(L, v, err)
+		}
+	}
+	switch o.Kind() {
+	case store.KindLocal:
+		_, _ = o.Do(rt.ctx)
+		return rt.returnResult(L, name, res(L))
+	case store.KindWork:
+		return rt.Suspend(L, name, func(complete func(Result)) {
+			rt.goWork(func() {
+				_, _ = o.Do(rt.ctx)
+				complete(res(rt.L))
+			})
+		})
 	}
 	switch rt.callMode(L) {
 	case modeForbidden:
 		rt.refuseBlock(L, name)
 	case modeSync:
 		_, _ = o.Do(rt.ctx)
-		return rt.returnResult(L, name, res)
+		return rt.returnResult(L, name, res(L))
 	}
-	p := &op{rt: rt, name: name, L: L, task: rt.running, res: res}
+	p := &op{rt: rt, name: name, L: L, task: rt.running, res: res(rt.L)}
 	p.state.Store(opParked)
 	rt.enqueue(p, o)
 	rt.park(p)

@@ -1,7 +1,6 @@
 package bindings
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -28,7 +27,7 @@ func (rt *Runtime) installGlobal(lib *lua.LTable, g *Global) {
 		{"set", b.set}, {"get", b.get}, {"delete", b.delete},
 		{"mset", b.mset}, {"mget", b.mget},
 		{"incr", b.incr}, {"decr", b.decr},
-		{"get_cached", b.getCached}, {"invalidate", b.invalidate},
+		{"get_cached", b.getCached}, {"invalidate", b.invalidate}, {"cache_stats", b.cacheStats},
 		{"subscribe", b.subscribe}, {"psubscribe", b.psubscribe}, {"publish", b.publish},
 	} {
 		methods.RawSetString(m.name, rt.blocking(m.fn))
@@ -53,21 +52,7 @@ func (b *globalBinding) args(L *lua.LState, fn string) args {
 	return a
 }
 
-// call runs work inline on the memory backend and off the loop on Redis.
-func (b *globalBinding) call(L *lua.LState, fn string, work func(ctx context.Context) (any, error), convert func(L *lua.LState, v any) []lua.LValue) int {
-	return b.rt.Call(L, globalType+":"+fn, b.g.Store.Inline(), work, convert)
-}
-
-// written evicts key locally and tells the other processes.
-func (b *globalBinding) written(ctx context.Context, key string) error {
-	b.g.Evict(key)
-	if b.g.Announce != nil {
-		if err := b.g.Announce(ctx, key); err != nil {
-			return fmt.Errorf("written, but announcing the change to other caches failed: %w", err)
-		}
-	}
-	return nil
-}
+func (b *globalBinding) name(fn string) string { return globalType + ":" + fn }
 
 func (b *globalBinding) encode(a args, n int) []byte {
 	data, err := codec.Encode(a.L.Get(n))
@@ -84,12 +69,19 @@ func decode(data []byte) lua.LValue {
 	return codec.DecodeLenient(data)
 }
 
-func pushTrue(*lua.LState, any) []lua.LValue { return []lua.LValue{lua.LTrue} }
-func pushNone(*lua.LState, any) []lua.LValue { return nil }
-func pushValue(_ *lua.LState, v any) []lua.LValue {
-	data, _ := v.([]byte)
-	return []lua.LValue{decode(data)}
+// written returns a convert that evicts keys from this process's cache once
+// the write is done (the store announced it to the other processes in the
+// same round trip) and returns true.
+func (b *globalBinding) written(keys ...string) func(*lua.LState, struct{}) []lua.LValue {
+	return func(*lua.LState, struct{}) []lua.LValue {
+		for _, k := range keys {
+			b.g.Evict(k)
+		}
+		return []lua.LValue{lua.LTrue}
+	}
 }
+
+func pushNone(*lua.LState, any) []lua.LValue { return nil }
 
 // g:set(key, value [, ttl_ms]) -> true. A nil value deletes the key.
 func (b *globalBinding) set(L *lua.LState) int {
@@ -97,43 +89,29 @@ func (b *globalBinding) set(L *lua.LState) int {
 	key := a.key(2)
 	ttl := time.Duration(a.optMillis(4, "ttl")) * time.Millisecond
 	if L.Get(3) == lua.LNil {
-		return b.call(L, "set", func(ctx context.Context) (any, error) {
-			if _, err := b.g.Store.Delete(ctx, key); err != nil {
-				return nil, err
-			}
-			return nil, b.written(ctx, key)
-		}, pushTrue)
+		return Run(b.rt, L, b.name("set"), b.g.Store.Delete(key), func(L *lua.LState, _ bool) []lua.LValue {
+			return b.written(key)(L, struct{}{})
+		})
 	}
-	data := b.encode(a, 3)
-	return b.call(L, "set", func(ctx context.Context) (any, error) {
-		if err := b.g.Store.Set(ctx, key, data, ttl); err != nil {
-			return nil, err
-		}
-		return nil, b.written(ctx, key)
-	}, pushTrue)
+	return Run(b.rt, L, b.name("set"), b.g.Store.Set(key, b.encode(a, 3), ttl), b.written(key))
 }
 
 // g:get(key) -> value or nil.
 func (b *globalBinding) get(L *lua.LState) int {
 	a := b.args(L, "get")
-	key := a.key(2)
-	return b.call(L, "get", func(ctx context.Context) (any, error) {
-		v, _, err := b.g.Store.Get(ctx, key)
-		return v, err
-	}, pushValue)
+	return Run(b.rt, L, b.name("get"), b.g.Store.Get(a.key(2)), pushValue)
 }
+
+func pushValue(_ *lua.LState, v kv.Value) []lua.LValue { return []lua.LValue{decode(v.Data)} }
 
 // g:delete(key) -> true when the key existed.
 func (b *globalBinding) delete(L *lua.LState) int {
 	a := b.args(L, "delete")
 	key := a.key(2)
-	return b.call(L, "delete", func(ctx context.Context) (any, error) {
-		existed, err := b.g.Store.Delete(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		return existed, b.written(ctx, key)
-	}, func(_ *lua.LState, v any) []lua.LValue { return []lua.LValue{lua.LBool(v.(bool))} })
+	return Run(b.rt, L, b.name("delete"), b.g.Store.Delete(key), func(_ *lua.LState, existed bool) []lua.LValue {
+		b.g.Evict(key)
+		return []lua.LValue{lua.LBool(existed)}
+	})
 }
 
 // g:mset({k = v, ...} [, ttl_ms]) -> true.
@@ -142,6 +120,7 @@ func (b *globalBinding) mset(L *lua.LState) int {
 	t := a.table(2)
 	ttl := time.Duration(a.optMillis(3, "ttl")) * time.Millisecond
 	var pairs []kv.Pair
+	var keys []string
 	var bad string
 	t.ForEach(func(k, v lua.LValue) {
 		ks, ok := k.(lua.LString)
@@ -156,21 +135,12 @@ func (b *globalBinding) mset(L *lua.LState) int {
 			bad = fmt.Sprintf("value of %q: %v", string(ks), err)
 		}
 		pairs = append(pairs, kv.Pair{Key: string(ks), Value: data})
+		keys = append(keys, string(ks))
 	})
 	if bad != "" {
 		a.bad(2, bad)
 	}
-	return b.call(L, "mset", func(ctx context.Context) (any, error) {
-		if err := b.g.Store.MSet(ctx, pairs, ttl); err != nil {
-			return nil, err
-		}
-		for _, p := range pairs {
-			if err := b.written(ctx, p.Key); err != nil {
-				return nil, err
-			}
-		}
-		return nil, nil
-	}, pushTrue)
+	return Run(b.rt, L, b.name("mset"), b.g.Store.MSet(pairs, ttl), b.written(keys...))
 }
 
 // g:mget(k1, k2, ...) or g:mget({k1, k2}) -> {k1 = v1, ...}; missing keys are absent.
@@ -190,10 +160,7 @@ func (b *globalBinding) mget(L *lua.LState) int {
 			keys = append(keys, a.key(i))
 		}
 	}
-	return b.call(L, "mget", func(ctx context.Context) (any, error) {
-		return b.g.Store.MGet(ctx, keys)
-	}, func(L *lua.LState, v any) []lua.LValue {
-		vals := v.([][]byte)
+	return Run(b.rt, L, b.name("mget"), b.g.Store.MGet(keys), func(L *lua.LState, vals [][]byte) []lua.LValue {
 		out := L.CreateTable(0, len(keys))
 		for i, k := range keys {
 			if vals[i] != nil {
@@ -217,13 +184,10 @@ func (b *globalBinding) add(L *lua.LState, fn string, sign float64) int {
 	if delta != delta || delta > 1e300 || delta < -1e300 {
 		a.bad(3, "delta must be a number between -1e300 and 1e300")
 	}
-	return b.call(L, fn, func(ctx context.Context) (any, error) {
-		n, err := b.g.Store.IncrBy(ctx, key, delta)
-		if err != nil {
-			return nil, err
-		}
-		return n, b.written(ctx, key)
-	}, func(_ *lua.LState, v any) []lua.LValue { return []lua.LValue{lua.LNumber(v.(float64))} })
+	return Run(b.rt, L, b.name(fn), b.g.Store.IncrBy(key, delta), func(_ *lua.LState, n float64) []lua.LValue {
+		b.g.Evict(key)
+		return []lua.LValue{lua.LNumber(n)}
+	})
 }
 
 // g:get_cached(key [, ttl_ms]) -> value: served from the process-local cache
@@ -236,22 +200,20 @@ func (b *globalBinding) getCached(L *lua.LState) int {
 		ttl = b.g.CacheTTL
 	}
 	c := b.g.Cache
-	if c != nil {
-		if data, ok := c.Get(key); ok {
-			return pushAll(L, []lua.LValue{decode(data)})
-		}
+	if c == nil {
+		return Run(b.rt, L, b.name("get_cached"), b.g.Store.Get(key), pushValue)
 	}
-	var version uint64
-	if c != nil {
-		version = c.Version(key) // a concurrent invalidation makes the read below uncacheable
+	if data, ok := c.Get(key); ok {
+		L.Push(decode(data))
+		return 1
 	}
-	return b.call(L, "get_cached", func(ctx context.Context) (any, error) {
-		v, found, err := b.g.Store.Get(ctx, key)
-		if err == nil && found && c != nil {
-			c.PutIfVersion(version, key, v, ttl)
+	version := c.Version(key) // a concurrent invalidation makes the read below uncacheable
+	return Run(b.rt, L, b.name("get_cached"), b.g.Store.Get(key), func(L *lua.LState, v kv.Value) []lua.LValue {
+		if v.Found {
+			c.PutIfVersion(version, key, v.Data, ttl)
 		}
-		return v, err
-	}, pushValue)
+		return pushValue(L, v)
+	})
 }
 
 // g:invalidate(key): evicts key from this process's cache and, with
@@ -259,7 +221,24 @@ func (b *globalBinding) getCached(L *lua.LState) int {
 func (b *globalBinding) invalidate(L *lua.LState) int {
 	a := b.args(L, "invalidate")
 	key := a.key(2)
-	return b.call(L, "invalidate", func(ctx context.Context) (any, error) {
-		return nil, b.written(ctx, key)
-	}, pushNone)
+	b.g.Evict(key)
+	return Run(b.rt, L, b.name("invalidate"), b.g.Store.Invalidate(key), func(*lua.LState, struct{}) []lua.LValue { return nil })
+}
+
+// g:cache_stats() -> {enabled, size, hits, misses, hit_rate} of this
+// process's local cache (the /ops/global data fields).
+func (b *globalBinding) cacheStats(L *lua.LState) int {
+	b.args(L, "cache_stats")
+	t := L.CreateTable(0, 5)
+	var st kv.CacheStats
+	if b.g.Cache != nil {
+		st = b.g.Cache.Stats()
+	}
+	t.RawSetString("enabled", lua.LBool(b.g.Cache != nil))
+	t.RawSetString("size", lua.LNumber(st.Size))
+	t.RawSetString("hits", lua.LNumber(st.Hits))
+	t.RawSetString("misses", lua.LNumber(st.Misses))
+	t.RawSetString("hit_rate", lua.LNumber(st.HitRate))
+	L.Push(t)
+	return 1
 }

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/core/kv"
+	"github.com/shieldrt/shieldglobal/core/pubsub"
 )
 
 // syncBuffer is a goroutine-safe log sink.
@@ -114,8 +117,8 @@ func TestSleepBounds(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("a forever-sleeping task held Close for %v", took)
 	}
-	if err := <-ended; err != nil {
-		t.Fatalf("the sleeper ended with %v, want a quiet end", err)
+	if err := <-ended; !errors.Is(err, ErrClosed) {
+		t.Fatalf("the sleeper ended with %v, want ErrClosed (a quiet end, not a failure)", err)
 	}
 	if n := rt2.Interrupted(); len(n) != 0 {
 		t.Fatalf("interrupted %v", n)
@@ -178,12 +181,12 @@ func TestErrorObjectsAreReadable(t *testing.T) {
 	}
 }
 
-func heapInUse() uint64 {
+func heapInUse() uint64 { // live heap after two collections
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapInuse
+	return ms.HeapAlloc
 }
 
 // A burst of concurrent pcalls does not pin memory: idle pcall workers are
@@ -213,6 +216,76 @@ func TestDeepRecursionInTasks(t *testing.T) {
 		local function depth(n) if n == 0 then return 0 end return 1 + depth(n - 1) end
 		assert(depth(10000) == 10000)
 		shield.spawn(function() assert(depth(10000) == 10000); deep_spawned = true end)
-		shield.sleep(1)
-		assert(deep_spawned)`)
+		while not deep_spawned do shield.sleep(1) end`)
+}
+
+func testGlobal() *Global {
+	return &Global{Store: kv.NewMemory(), Bus: pubsub.NewMemory(), Inline: true}
+}
+
+// Unsubscribed subscriptions leave nothing behind in the runtime.
+func TestSubscribeUnsubscribeLeavesNoCloser(t *testing.T) {
+	rt := newTestRuntime(t, &Services{Global: testGlobal()})
+	var before int
+	_ = rt.Do(func(*lua.LState) error { before = len(rt.closers); return nil })
+	mustRun(t, rt, `
+		local g = shield.global()
+		for i = 1, 1000 do g:subscribe("c" .. i, function() end):unsubscribe() end`)
+	var after int
+	_ = rt.Do(func(*lua.LState) error { after = len(rt.closers); return nil })
+	if after != before {
+		t.Fatalf("%d closers after 1000 subscribe/unsubscribe pairs (was %d)", after, before)
+	}
+}
+
+// Methods called with a foreign self name the type they expected.
+func TestForeignSelfIsAnArgumentError(t *testing.T) {
+	rt := newTestRuntime(t, &Services{Global: testGlobal()})
+	cases := map[string]string{
+		`shield.global().get(newproxy(), "k")`: `shield.global: bad argument #1 to 'get' (shield.global expected, got userdata`,
+		`shield.global().set({}, "k", 1)`:      `shield.global: bad argument #1 to 'set' (shield.global expected, got table`,
+		`local s = shield.global():subscribe("x", function() end); s.unsubscribe(shield.global())`: `bad argument #1 to 'unsubscribe' (shield.subscription expected, got userdata`,
+	}
+	for src, want := range cases {
+		err := run(t, rt, src)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s:\n got %v\nwant %q", src, err, want)
+		}
+	}
+}
+
+func TestLogWritesStructuredFields(t *testing.T) {
+	var logs syncBuffer
+	rt := newTestRuntime(t, &Services{Log: logTo(&logs)})
+	mustRun(t, rt, `shield.log.info("hello", { a = 1, b = "x" }); shield.log.warn(42)`)
+	out := logs.String()
+	for _, want := range []string{`level=INFO msg=hello a=1 b=x task=`, `level=WARN msg=42 task=`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Tasks parked in a blocking call stay small, with the host's default
+// lua.NewState() and with StateOptions (deep recursion): the default
+// gopher-lua thread took ~105 KB.
+func TestParkedTasksAreSmall(t *testing.T) {
+	for name, opts := range map[string]lua.Options{"lua.NewState()": {}, "StateOptions": StateOptions()} {
+		t.Run(name, func(t *testing.T) {
+			L := lua.NewState(opts)
+			defer L.Close()
+			rt, err := NewRuntime(L, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Close(0)
+			mustRun(t, rt, `shield.sleep(1)`)
+			before := heapInUse()
+			const n = 2000
+			mustRun(t, rt, `for i = 1, 2000 do shield.spawn(function() shield.sleep(600000) end) end shield.sleep(1)`)
+			if per := (int64(heapInUse()) - int64(before)) / n; per > 16<<10 {
+				t.Fatalf("%d bytes of Go heap per parked task", per)
+			}
+		})
+	}
 }

@@ -25,20 +25,65 @@ var ErrInterrupted = errors.New("shield: task interrupted: it did not yield with
 type vmContext struct {
 	kill     chan struct{}
 	killOnce sync.Once
-	probe    atomic.Bool
-	line     atomic.Pointer[string]
-	rt       *Runtime
+	// flags is non-zero while probe or target is set: Done's slow path.
+	flags atomic.Uint32
+	line  atomic.Pointer[string]
+	rt    *Runtime
+
+	mu      sync.Mutex
+	targets map[*Group]error // groups whose tasks to interrupt, with the cause (InterruptGroup)
 }
+
+const (
+	flagProbe  = 1 << iota // record the running line
+	flagTarget             // interrupt target when it runs
+	flagKill               // interrupt whatever runs
+)
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (c *vmContext) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (c *vmContext) Value(any) any               { return nil }
 
 // Done is called by the VM before every instruction of every task thread.
+// Nothing to do is a nil channel, which the VM's select skips cheapest.
 func (c *vmContext) Done() <-chan struct{} {
-	if c.probe.Load() {
-		c.capture()
+	if c.flags.Load() != 0 {
+		return c.slow()
 	}
-	return c.kill
+	return nil
+}
+
+// slow runs on the loop goroutine, inside the VM.
+func (c *vmContext) slow() <-chan struct{} {
+	f := c.flags.Load()
+	if f&flagProbe != 0 {
+		line := currentLine(c.rt.L.G.CurrentThread)
+		c.line.Store(&line)
+		c.flags.And(^uint32(flagProbe))
+	}
+	if f&flagKill != 0 {
+		return closedChan
+	}
+	if f&flagTarget != 0 {
+		if hit, _ := c.targeted(); hit {
+			return closedChan
+		}
+	}
+	return nil
+}
+
+// targeted reports whether the running task is one to interrupt, and why.
+// Loop only.
+func (c *vmContext) targeted() (bool, error) {
+	t := c.rt.running
+	if t == nil || t.group == nil {
+		return false, nil
+	}
+	c.mu.Lock()
+	cause, ok := c.targets[t.group]
+	c.mu.Unlock()
+	return ok, cause
 }
 
 func (c *vmContext) Err() error {
@@ -46,18 +91,62 @@ func (c *vmContext) Err() error {
 	case <-c.kill:
 		return ErrInterrupted
 	default:
-		return nil
+	}
+	if c.flags.Load()&flagTarget != 0 {
+		if hit, cause := c.targeted(); hit {
+			return cause
+		}
+	}
+	return nil
+}
+
+func (c *vmContext) probe() { c.flags.Or(flagProbe) }
+
+func (c *vmContext) interrupt() {
+	c.killOnce.Do(func() {
+		close(c.kill)
+		c.flags.Or(flagKill)
+	})
+}
+
+func (c *vmContext) killed() bool {
+	select {
+	case <-c.kill:
+		return true
+	default:
+		return false
 	}
 }
 
-// capture runs on the loop goroutine, inside the VM.
-func (c *vmContext) capture() {
-	line := currentLine(c.rt.L.G.CurrentThread)
-	c.line.Store(&line)
-	c.probe.Store(false)
+// aim makes the tasks of g raise cause at their next instruction.
+func (c *vmContext) aim(g *Group, cause error) {
+	c.mu.Lock()
+	if c.targets == nil {
+		c.targets = map[*Group]error{}
+	}
+	c.targets[g] = cause
+	c.flags.Or(flagTarget)
+	c.mu.Unlock()
 }
 
-func (c *vmContext) interrupt() { c.killOnce.Do(func() { close(c.kill) }) }
+// unaim forgets g; it reports whether g was aimed at.
+func (c *vmContext) unaim(g *Group) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.targets[g]
+	delete(c.targets, g)
+	if len(c.targets) == 0 {
+		c.flags.And(^uint32(flagTarget))
+	}
+	return ok
+}
+
+// aimed returns the cause g is aimed with, or nil.
+func (c *vmContext) aimed(g *Group) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.targets[g]
+}
 
 // monitor watches how long the loop has been inside one resume: a task that
 // runs longer than threshold without yielding is logged once per resume,
@@ -77,6 +166,16 @@ func (m *monitor) enter(t *Task) {
 }
 
 func (m *monitor) leave() { m.start.Store(0) }
+
+// Responsive reports whether the runtime's loop makes progress: no resume
+// has been running for longer than within (a task that never yields, or a
+// Go function called from Lua that does not return, wedges the loop). Safe
+// from any goroutine. Work that must not outlive a wedged loop — extending
+// a lease, a message's visibility — checks it.
+func (rt *Runtime) Responsive(within time.Duration) bool {
+	start := rt.mon.start.Load()
+	return start == 0 || time.Duration(nanotime()-start) < within
+}
 
 // watch runs on its own goroutine until stop is closed.
 func (rt *Runtime) watch(stop <-chan struct{}) {
@@ -100,7 +199,7 @@ func (rt *Runtime) watch(stop <-chan struct{}) {
 		if probed != seq { // ask the VM for the line; report on the next tick
 			probed = seq
 			rt.vm.line.Store(nil)
-			rt.vm.probe.Store(true)
+			rt.vm.probe()
 			continue
 		}
 		reported = seq

@@ -8,9 +8,19 @@ import (
 	"github.com/shieldrt/shieldglobal/core/store"
 )
 
-// The loop. One goroutine runs every posted function, resumes tasks, and at
-// the end of each turn sends the Redis operations the turn's tasks issued as
-// one pipeline (see Run). The replies of a batch come back as one post.
+// The loop.
+//
+// The loop is a role, not a goroutine: at most one goroutine at a time
+// holds it (rt.owned) and only that goroutine touches the Lua state. The
+// holder runs every posted function, resumes tasks, and at the end of each
+// turn collects the Redis operations the turn's tasks issued into one
+// pipeline (see Run). It never waits on the network while it holds the
+// role: when a turn leaves work queued, the turn's pipeline goes to a
+// worker; when the turn was the last, the holder releases the role and
+// sends the pipeline itself, then takes the role back to run the
+// completions — unless another goroutine took it meanwhile, which then runs
+// them. So one task doing Redis calls runs on one goroutine with no
+// hand-off at all, and the replies of a batch come back as one post.
 
 // batchItem is one Redis operation of a turn: the task call p it resumes, or
 // done for Go code on the loop (Go).
@@ -28,89 +38,129 @@ func (rt *Runtime) enqueueFunc(o store.Pending, done func()) {
 	rt.batch = append(rt.batch, batchItem{o: o, done: done})
 }
 
-// flush hands the turn's Redis operations to a worker, which sends them as
-// one pipeline per client and posts all their completions at once.
-func (rt *Runtime) flush() {
-	if len(rt.batch) == 0 {
-		return
-	}
-	items := rt.batch
-	rt.batch = nil
-	rt.inflight++
-	rt.goWork(func() {
-		var b store.Batch
-		for _, it := range items {
-			b.Add(it.o)
-		}
-		b.Exec(rt.ctx)
-		rt.Post(func() {
-			rt.inflight--
-			for _, it := range items {
-				if it.p != nil {
-					rt.finishOp(it.p)
-				} else {
-					it.done()
-				}
-			}
-		})
-	})
-}
-
 // Post queues fn to run on the loop. It is safe from any goroutine; once
-// the loop has stopped it is dropped.
-func (rt *Runtime) Post(fn func()) {
+// the runtime has stopped it is dropped (see TryPost).
+func (rt *Runtime) Post(fn func()) { rt.TryPost(fn) }
+
+// TryPost is Post that reports whether fn was queued: false once the
+// runtime has stopped, when fn will never run.
+func (rt *Runtime) TryPost(fn func()) bool {
 	rt.mu.Lock()
-	if rt.stopped {
-		rt.mu.Unlock()
-		return
-	}
-	rt.queue = append(rt.queue, fn)
+	stopped := rt.stopped
 	rt.mu.Unlock()
-	select {
-	case rt.wake <- struct{}{}:
-	default:
+	if stopped {
+		return false
 	}
+	if rt.acquire(fn) {
+		rt.goWork(rt.drive)
+	}
+	return true
 }
 
 // postLocal queues fn for the next loop turn, from the loop itself: no
 // lock, no wake-up.
 func (rt *Runtime) postLocal(fn func()) { rt.local = append(rt.local, fn) }
 
-func (rt *Runtime) loop() {
-	defer close(rt.done)
-	var spare []func()
+// acquire queues fn and reports whether the caller now holds the loop role
+// (nobody did) and must run it (drive).
+func (rt *Runtime) acquire(fn func()) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.stopped {
+		return false
+	}
+	rt.queue = append(rt.queue, fn)
+	if rt.owned {
+		return false
+	}
+	rt.owned = true
+	return true
+}
+
+// drive runs the loop on the calling goroutine, which holds the role, until
+// nothing is queued; each time the last turn leaves a pipeline it sends it
+// here, without the role, and takes the role back for its completions.
+func (rt *Runtime) drive() {
 	for {
-		select {
-		case <-rt.stop:
+		items := rt.turns()
+		if items == nil {
 			return
-		default:
 		}
+		done := rt.send(items)
+		if !rt.acquire(done) {
+			return // another goroutine holds the loop: it runs done
+		}
+	}
+}
+
+// turns runs loop turns while work is queued, then releases the role and
+// returns the last turn's Redis operations (nil if it issued none).
+func (rt *Runtime) turns() []batchItem {
+	var last []batchItem
+	for {
 		rt.mu.Lock()
 		posted := rt.queue
-		rt.queue = spare[:0]
-		rt.mu.Unlock()
+		rt.queue = rt.spare[:0]
+		rt.spare = nil
 		local := rt.local
 		rt.local = nil
 		if len(posted) == 0 && len(local) == 0 {
-			rt.checkIdle()
-			select {
-			case <-rt.wake:
-				spare = posted
-				continue
-			case <-rt.stop:
-				return
+			rt.owned = false
+			rt.spare = posted
+			stopped := rt.stopped
+			rt.mu.Unlock()
+			if stopped {
+				rt.stopOnce.Do(func() { close(rt.done) })
 			}
+			return last
+		}
+		rt.mu.Unlock()
+		if last != nil { // more work: that turn's pipeline goes out from a worker
+			items := last
+			rt.goWork(func() {
+				if done := rt.send(items); rt.acquire(done) {
+					rt.drive()
+				}
+			})
+			last = nil
 		}
 		for i, fn := range posted {
 			rt.runPosted(fn)
 			posted[i] = nil
 		}
-		spare = posted
 		for _, fn := range local {
 			rt.runPosted(fn)
 		}
-		rt.flush()
+		rt.mu.Lock()
+		if rt.spare == nil {
+			rt.spare = posted[:0]
+		}
+		rt.mu.Unlock()
+		if len(rt.batch) > 0 {
+			last, rt.batch = rt.batch, nil
+			rt.inflight++
+		}
 		rt.checkIdle()
+	}
+}
+
+// send runs a turn's Redis operations as one pipeline per client (off the
+// loop) and returns the loop function that completes them all.
+func (rt *Runtime) send(items []batchItem) func() {
+	var b store.Batch
+	for _, it := range items {
+		b.Add(it.o)
+	}
+	b.Exec(rt.ctx)
+	return func() {
+		rt.inflight--
+		for _, it := range items {
+			if it.p != nil {
+				rt.finishOp(it.p)
+			} else {
+				it.done()
+			}
+		}
 	}
 }
 
@@ -128,7 +178,9 @@ func (rt *Runtime) runPosted(fn func()) {
 // before Close cancels what is left.
 func (rt *Runtime) drain(d time.Duration) {
 	ch := make(chan struct{})
-	rt.Post(func() { rt.drains = append(rt.drains, ch) })
+	if !rt.TryPost(func() { rt.drains = append(rt.drains, ch); rt.checkIdle() }) {
+		return
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -145,7 +197,7 @@ func (rt *Runtime) checkIdle() {
 		}
 		rt.drains = nil
 	}
-	if len(rt.idle) == 0 || len(rt.threads) > len(rt.spareThreads) || rt.keepalive > 0 || rt.inflight > 0 {
+	if len(rt.idle) == 0 || len(rt.threads) > len(rt.spareThreads) || rt.starting > 0 || rt.keepalive > 0 || rt.inflight > 0 {
 		return
 	}
 	for _, c := range rt.idle {

@@ -32,6 +32,7 @@ type subscription struct {
 	closed  bool
 	inline  bool // the bus is in-process: unsubscribing does no I/O
 	dropped int
+	forget  func() // drops the runtime's closer once unsubscribed
 }
 
 // handler is called by the bus on its own goroutine: hand over to the loop.
@@ -85,6 +86,9 @@ func (s *subscription) stop() pubsub.Subscription {
 	s.closed = true
 	s.pending = nil
 	s.rt.Unref()
+	if s.forget != nil {
+		s.forget()
+	}
 	return s.bus
 }
 
@@ -135,10 +139,10 @@ func (b *globalBinding) sub(L *lua.LState, fn string, pattern bool) int {
 		what = "pattern"
 	}
 	name := a.name(2, what)
-	s := &subscription{rt: b.rt, fn: a.function(3), name: name, inline: b.g.Store.Inline()}
+	s := &subscription{rt: b.rt, fn: a.function(3), name: name, inline: b.g.Inline}
 	b.rt.Ref()
-	b.rt.OnClose(s.close)
-	return b.call(L, fn, func(ctx context.Context) (any, error) {
+	s.forget = b.rt.OnClose(s.close)
+	return b.rt.AwaitInline(L, b.name(fn), s.inline, func(ctx context.Context) (any, error) {
 		// Never wait forever for Redis: a subscription that cannot be
 		// confirmed in time is an error the script sees.
 		ctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
@@ -175,7 +179,7 @@ func (b *globalBinding) publish(L *lua.LState) int {
 	if err != nil {
 		a.bad(3, err.Error())
 	}
-	return b.call(L, "publish", func(ctx context.Context) (any, error) {
-		return b.g.Bus.Publish(ctx, ch, data)
-	}, func(_ *lua.LState, v any) []lua.LValue { return []lua.LValue{lua.LNumber(v.(int64))} })
+	return Run(b.rt, L, b.name("publish"), b.g.Bus.PublishOp(ch, data), func(_ *lua.LState, n int64) []lua.LValue {
+		return []lua.LValue{lua.LNumber(n)}
+	})
 }

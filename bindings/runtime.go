@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,34 +20,38 @@ import (
 // ErrClosed is returned by Do, RunFile and RunString once the runtime is closing.
 var ErrClosed = errors.New("shield: runtime closed")
 
-// Runtime owns one *lua.LState. Exactly one goroutine, the loop, ever touches
-// the state: everything else (Redis replies, timers, pub/sub messages) posts
-// work to it. Scripts run as tasks: coroutines the loop starts and resumes.
+// Runtime owns one *lua.LState. Only the loop touches the state — a role one
+// goroutine at a time holds (see loop.go) — and everything else (Redis
+// replies, timers, pub/sub messages) posts work to it. Scripts run as tasks:
+// coroutines the loop starts and resumes.
 type Runtime struct {
 	L   *lua.LState
 	svc *Services
 	log *slog.Logger
 
-	mu      sync.Mutex
-	queue   []func()
-	wake    chan struct{}
-	closing bool
-	stopped bool // the loop ended: Post drops work
+	mu       sync.Mutex
+	queue    []func()
+	spare    []func()
+	owned    bool // a goroutine holds the loop role (see loop.go)
+	closing  bool
+	stopped  bool // Close ended the runtime: Post drops work, nobody takes the loop again
+	stopOnce sync.Once
+	stopFns  []func() // OnStop
 
 	ctx    context.Context // cancelled when the runtime stops; in-flight work sees it
 	cancel context.CancelFunc
-	stop   chan struct{} // closed to end the loop
 	jobs   chan func()   // hands work to an idle worker
-	done   chan struct{} // closed when the loop has ended
+	done   chan struct{} // closed when the loop has stopped for good
 
 	vm          *vmContext
 	mon         monitor
-	interrupted []string // tasks Close interrupted (set before done is closed)
+	interrupted []string // tasks Close interrupted; guarded by mu
 
 	// Loop-only state.
 	local        []func()              // posted by the loop itself, for the next turn
 	batch        []batchItem           // Redis operations of this turn
 	inflight     int                   // batches being sent
+	starting     int                   // tasks shield.spawn queued for the next turn
 	threads      map[*lua.LState]*Task // every task thread; nil = idle in the pool
 	spareThreads []*lua.LState
 	threadOpts   lua.Options
@@ -86,8 +91,7 @@ func NewRuntime(L *lua.LState, svc *Services) (*Runtime, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	rt := &Runtime{
 		L: L, svc: svc, log: log,
-		wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
-		stop: make(chan struct{}), done: make(chan struct{}), jobs: make(chan func()),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), jobs: make(chan func()),
 		threads: map[*lua.LState]*Task{}, parked: map[*lua.LState]*op{}, owners: map[*lua.LState]*lua.LState{}, closers: map[int]func(){},
 		threadOpts: threadOptions(L.Options),
 	}
@@ -97,7 +101,6 @@ func NewRuntime(L *lua.LState, svc *Services) (*Runtime, error) {
 		cancel()
 		return nil, err
 	}
-	go rt.loop()
 	go rt.watch(rt.done)
 	return rt, nil
 }
@@ -148,6 +151,15 @@ func (rt *Runtime) install() error {
 	}
 	if l := rt.svc.Locks; l != nil {
 		rt.installLocks(rt.lib, l)
+	}
+	if r := rt.svc.Ranks; r != nil {
+		rt.installRanks(rt.lib, r)
+	}
+	if q := rt.svc.Queues; q != nil {
+		rt.installQueues(rt.lib, q)
+	}
+	if l := rt.svc.Limiters; l != nil {
+		rt.installRateLimiter(rt.lib, l)
 	}
 	L.SetGlobal("shield", rt.lib)
 	preload := L.GetField(L.GetField(L.Get(lua.EnvironIndex), "package"), "preload")
@@ -318,12 +330,22 @@ func (rt *Runtime) Close(grace time.Duration) {
 	rt.cancel()
 	rt.mu.Lock()
 	rt.stopped = true
+	idleNow := !rt.owned // else the holder closes done when it lets go
 	rt.mu.Unlock()
-	close(rt.stop)
+	if idleNow {
+		rt.stopOnce.Do(func() { close(rt.done) })
+	}
 	select {
 	case <-rt.done:
 	case <-time.After(killWait):
 		rt.log.Error("shield: the runtime loop did not stop: a Go function called from Lua does not return; giving up on it")
+	}
+	rt.mu.Lock()
+	stops := rt.stopFns
+	rt.stopFns = nil
+	rt.mu.Unlock()
+	for _, fn := range stops {
+		fn()
 	}
 }
 
@@ -338,8 +360,10 @@ func (rt *Runtime) interruptRunning(grace time.Duration) {
 			running += " at " + *p
 		}
 	}
-	rt.log.Warn("shield: tasks still running after the shutdown grace period; interrupting them",
-		"grace", grace, "running", running)
+	if grace > 0 {
+		rt.log.Warn("shield: tasks still running after the shutdown grace period; interrupting them",
+			"grace", grace, "running", running)
+	}
 	rt.vm.interrupt()
 	ended := make(chan struct{})
 	rt.Post(func() {
@@ -352,8 +376,28 @@ func (rt *Runtime) interruptRunning(grace time.Duration) {
 	})
 	select {
 	case <-ended:
+		rt.mu.Lock()
+		names := append([]string(nil), rt.interrupted...)
+		rt.mu.Unlock()
+		if n := len(names); n > 0 {
+			if n > 10 {
+				names = append(names[:10:10], fmt.Sprintf("and %d more", n-10))
+			}
+			rt.log.Warn("shield: interrupted tasks", "count", n, "tasks", strings.Join(names, ", "))
+		}
 	case <-time.After(killWait):
 	}
+}
+
+// Library returns the shield table (what require("shield") returns).
+func (rt *Runtime) Library() *lua.LTable { return rt.lib }
+
+// OnStop registers fn to run when Close has stopped the runtime (on the
+// goroutine that called Close).
+func (rt *Runtime) OnStop(fn func()) {
+	rt.mu.Lock()
+	rt.stopFns = append(rt.stopFns, fn)
+	rt.mu.Unlock()
 }
 
 // Interrupted returns the names of the tasks Close had to interrupt after
@@ -361,7 +405,9 @@ func (rt *Runtime) interruptRunning(grace time.Duration) {
 func (rt *Runtime) Interrupted() []string {
 	select {
 	case <-rt.done:
-		return rt.interrupted
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return append([]string(nil), rt.interrupted...)
 	default:
 		return nil
 	}

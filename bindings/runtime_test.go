@@ -13,7 +13,7 @@ import (
 // newTestRuntime starts a runtime with only the basics (no capability).
 func newTestRuntime(t *testing.T, svc *Services) *Runtime {
 	t.Helper()
-	L := lua.NewState()
+	L := lua.NewState(StateOptions())
 	rt, err := NewRuntime(L, svc)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +159,8 @@ func TestArgumentErrorsNameTheCallAndLine(t *testing.T) {
 		`shield.sleep("x")`:       `test.lua:1: shield: bad argument #1 to 'sleep' (number expected, got string)`,
 		`shield.sleep(-1)`:        `test.lua:1: shield: bad argument #1 to 'sleep' (milliseconds must be >= 0)`,
 		`shield.spawn(42)`:        `test.lua:1: shield: bad argument #1 to 'spawn' (function expected, got number)`,
-		`shield.log.info()`:       `test.lua:1: shield.log: bad argument #1 to 'info' (string expected, got no value)`,
+		`shield.log.info()`:       `test.lua:1: shield.log: bad argument #1 to 'info' (message expected (a string, or any value tostring accepts), got no value)`,
+		`shield.log.info(nil)`:    `test.lua:1: shield.log: bad argument #1 to 'info' (message expected (a string, or any value tostring accepts), got nil)`,
 		`shield.log.info("m", 5)`: `test.lua:1: shield.log: bad argument #2 to 'info' (table expected, got number)`,
 	}
 	for src, want := range cases {

@@ -1,7 +1,6 @@
 package bindings
 
 import (
-	"context"
 	"log/slog"
 	"strconv"
 	"time"
@@ -21,6 +20,13 @@ type Services struct {
 	Now    func() time.Time
 	Global *Global
 	Locks  *Locks
+	// Ranks backs shield.rank (nil when rank.enabled is false).
+	Ranks *Ranks
+	// Queues backs shield.queue and the other queue kinds; nil when
+	// queue.enabled is false.
+	Queues *Queues
+	// Limiters backs shield.rate_limiter (nil: rate_limiter.enabled is false).
+	Limiters *Limiters
 	// SlowTask is how long a task may run without yielding before it is
 	// logged (once per run, with its name and line); 0 disables the check.
 	SlowTask time.Duration
@@ -41,13 +47,12 @@ type Owner struct {
 type Global struct {
 	Store kv.Store
 	Bus   pubsub.Bus
+	// Inline is true when Store and Bus are in-process (the memory backend).
+	Inline bool
 	// Cache is nil when global.cache.enabled is false: get_cached reads through.
 	Cache *kv.Cache
 	// CacheTTL is the ttl of get_cached without one (global.cache.default_ttl).
 	CacheTTL time.Duration
-	// Announce tells other processes that key changed so they evict it; nil
-	// when global.cache.sync is off or there is no other process (memory).
-	Announce func(ctx context.Context, key string) error
 }
 
 // Evict drops key from the local cache.

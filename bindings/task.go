@@ -3,6 +3,7 @@ package bindings
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	lua "github.com/yuin/gopher-lua"
@@ -15,11 +16,14 @@ var taskIDs atomic.Int64
 // Task is a coroutine run by the loop: a script's main chunk, a callback or a
 // shield.spawn'ed function.
 type Task struct {
-	ID   int64
-	Name string
-	co   *lua.LState
-	tb   string // traceback captured when the task raised
-	done func(err error)
+	ID      int64
+	Name    string
+	co      *lua.LState
+	tb      string // traceback captured when the task raised
+	done    func(err error)
+	end     func(t *Task, err error) // instead of done, with the task (Results)
+	group   *Group
+	results []lua.LValue // what the task function returned
 
 	owner   string // OwnerID, built once
 	waiting *op    // the blocking call the task is suspended in, if any
@@ -35,6 +39,28 @@ type TaskError struct {
 	Task      string
 	Message   string
 	Traceback string
+	// Value is the Lua value the task raised (a string, or the table given
+	// to error()); nil when the task ended for another reason.
+	Value lua.LValue
+
+	err error // ErrClosed or ErrInterrupted when the runtime ended the task
+}
+
+// Unwrap is ErrClosed for a task whose pending call the closing runtime
+// ended, ErrInterrupted for one Close or InterruptGroup interrupted, nil for
+// an error the task raised by itself.
+func (e *TaskError) Unwrap() error { return e.err }
+
+// Group gathers the failures of the tasks started in it and of every task
+// those spawn, directly or not (shield.spawn inherits the spawner's group):
+// the spec runner fails a test when a task it spawned raised. Without a
+// group a failed task is logged and counted (see Wait).
+type Group struct {
+	// OnError receives each failure, on the loop, instead of the log.
+	OnError func(err *TaskError)
+	// Inherited makes the tasks these tasks spawn members too (the spec
+	// runner's groups); otherwise they belong to no group.
+	Inherited bool
 }
 
 func (e *TaskError) Error() string {
@@ -44,14 +70,14 @@ func (e *TaskError) Error() string {
 	return e.Message + "\n" + e.Traceback
 }
 
-// Thread sizes of tasks and of the coroutines scripts create. The host's
-// lua.NewState options do not apply: with gopher-lua's defaults every thread
-// would take ~105 KB (a 5 120-slot registry and a fixed 256-frame call
-// stack). These start small and grow on demand, and allow deep recursion.
+// Thread sizes of tasks and of the coroutines scripts create. Of the host's
+// lua.Options only CallStackSize (the deepest Lua recursion a task may
+// reach) carries over: with gopher-lua's other defaults every thread would
+// take ~105 KB (a 5 120-slot registry and a fixed call stack). Threads start
+// small and grow on demand. Each 1 024 frames of CallStackSize cost a task
+// 1 KB up front (gopher-lua sizes a table of stack segments by it); use
+// StateOptions for a state whose tasks may recurse 10 000 levels deep.
 const (
-	// ThreadCallStackSize bounds the Lua call depth of a task (frames; the
-	// frames themselves are allocated 8 at a time as the stack grows).
-	ThreadCallStackSize = 10240
 	// ThreadRegistrySize is the initial data stack of a thread (slots); it
 	// grows by threadRegistryGrowStep up to ThreadRegistryMaxSize.
 	ThreadRegistrySize     = 128
@@ -61,8 +87,18 @@ const (
 	maxSpareThreads = 256
 )
 
+// StateOptions are the lua.Options recommended for a Lua state given to a
+// Runtime (the shield CLI uses them): tasks may recurse 10 000 levels deep,
+// and the main state's own stacks grow on demand.
+func StateOptions() lua.Options {
+	return lua.Options{CallStackSize: 10240, RegistrySize: 1024, RegistryMaxSize: ThreadRegistryMaxSize,
+		RegistryGrowStep: threadRegistryGrowStep, MinimizeStackMemory: true}
+}
+
 func threadOptions(host lua.Options) lua.Options {
-	host.CallStackSize = max(host.CallStackSize, ThreadCallStackSize)
+	if host.CallStackSize < 64 {
+		host.CallStackSize = lua.CallStackSize
+	}
 	host.RegistrySize = ThreadRegistrySize
 	host.RegistryMaxSize = max(host.RegistryMaxSize, ThreadRegistryMaxSize)
 	host.RegistryGrowStep = threadRegistryGrowStep
@@ -87,21 +123,33 @@ func (rt *Runtime) newThread(L *lua.LState) *lua.LState {
 }
 
 // Spawn starts fn(args...) as a new task. Loop only. done, if not nil, is
-// called on the loop when the task ends; without it an uncaught error is
-// logged with its traceback and counted (see Failures).
+// called on the loop when the task ends; without it an uncaught error goes
+// to the task's group, or is logged with its traceback and counted (see
+// Wait).
 func (rt *Runtime) Spawn(name string, fn *lua.LFunction, args []lua.LValue, done func(err error)) *Task {
-	t := &Task{ID: taskIDs.Add(1), Name: name, done: done}
+	return rt.SpawnIn(nil, name, fn, args, done)
+}
+
+// SpawnIn is Spawn for a task of group g (nil: none). Loop only.
+func (rt *Runtime) SpawnIn(g *Group, name string, fn *lua.LFunction, args []lua.LValue, done func(err error)) *Task {
+	t := &Task{done: done}
+	rt.spawnTask(t, g, name, fn, args)
+	return t
+}
+
+// spawnTask starts t (its done or end set by the caller). Loop only.
+func (rt *Runtime) spawnTask(t *Task, g *Group, name string, fn *lua.LFunction, args []lua.LValue) {
+	t.ID, t.Name, t.group = taskIDs.Add(1), name, g
 	if n := len(rt.spareThreads); n > 0 {
 		t.co = rt.spareThreads[n-1]
 		rt.spareThreads = rt.spareThreads[:n-1]
 		rt.threads[t.co] = t
 		rt.resume(t, append([]lua.LValue{fn}, args...)...)
-		return t
+		return
 	}
 	t.co = rt.newThread(rt.L)
 	rt.threads[t.co] = t
 	rt.resumeFn(t, rt.trampoline, append([]lua.LValue{fn}, args...))
-	return t
 }
 
 // resume runs task t until it yields or ends. Loop only.
@@ -116,6 +164,7 @@ func (rt *Runtime) resumeFn(t *Task, fn *lua.LFunction, args []lua.LValue) {
 	rt.running = prev
 	switch st {
 	case lua.ResumeOK:
+		t.results = vals
 		rt.finishTask(t, nil, false)
 	case lua.ResumeError:
 		rt.finishTask(t, err, false)
@@ -124,6 +173,7 @@ func (rt *Runtime) resumeFn(t *Task, fn *lua.LFunction, args []lua.LValue) {
 		case len(vals) > 0 && vals[0] == rt.mark:
 			// Suspended in a blocking call: its op resumes it.
 		case len(vals) > 0 && vals[0] == rt.doneMark:
+			t.results = vals[1:]
 			rt.finishTask(t, nil, true)
 		default:
 			// A plain coroutine.yield() at a task's top level yields to the
@@ -155,6 +205,11 @@ func (rt *Runtime) guardedResume(t *Task, fn *lua.LFunction, args []lua.LValue) 
 // thread goes back to the pool when it ended cleanly, and done or the
 // failure count learns the outcome.
 func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
+	killed := rt.vm.killed()
+	var cause error
+	if t.group != nil {
+		cause = rt.vm.aimed(t.group)
+	}
 	t.ended = true
 	t.waiting = nil
 	rt.runCleanups(t)
@@ -163,26 +218,76 @@ func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 		rt.threads[t.co] = nil
 		rt.spareThreads = append(rt.spareThreads, t.co)
 	}
-	var terr error
-	if err != nil && !t.closed {
-		if rt.vm.Err() != nil {
-			rt.interrupted = append(rt.interrupted, t.Name)
-		}
-		msg := err.Error()
+	var terr *TaskError
+	if err != nil {
+		terr = &TaskError{Task: t.Name, Message: err.Error(), Traceback: t.tb}
 		var api *lua.ApiError
 		if errors.As(err, &api) {
-			msg = errorText(rt.L, api.Object)
+			terr.Message, terr.Value = errorText(rt.L, api.Object), api.Object
 		}
-		terr = &TaskError{Task: t.Name, Message: msg, Traceback: t.tb}
+		if cause != nil && !strings.Contains(terr.Message, cause.Error()) {
+			terr.Message = cause.Error() + ": " + terr.Message
+		}
+		switch {
+		case t.closed:
+			terr.err = ErrClosed
+		case killed || cause != nil:
+			terr.err = ErrInterrupted
+		}
 	}
-	if t.done != nil {
-		t.done(terr)
-		return
-	}
-	if terr != nil {
+	switch {
+	case t.end != nil:
+		if terr == nil {
+			t.end(t, nil)
+		} else {
+			t.end(t, terr)
+		}
+	case t.done != nil:
+		if terr == nil {
+			t.done(nil)
+		} else {
+			t.done(terr)
+		}
+	case terr == nil, t.closed:
+	case killed:
+		// Close names the interrupted tasks once (Interrupted), not one
+		// log line each.
+		rt.noteInterrupted(t.Name)
+	case t.group != nil && t.group.OnError != nil:
+		t.group.OnError(terr)
+	default:
 		rt.failures++
 		rt.log.Error("shield: task failed", "task", t.Name, "error", terr.Error())
 	}
+	if killed && (t.done != nil || t.end != nil) && terr != nil && !t.closed {
+		rt.noteInterrupted(t.Name)
+	}
+}
+
+func (rt *Runtime) noteInterrupted(name string) {
+	rt.mu.Lock()
+	rt.interrupted = append(rt.interrupted, name)
+	rt.mu.Unlock()
+}
+
+// Results returns what the task's function returned (valid once it ended).
+func (t *Task) Results() []lua.LValue { return t.results }
+
+// InterruptGroup ends every task of group g with ErrInterrupted: the running
+// one at its next Lua instruction (also when it never yields), suspended
+// ones at once. Safe from any goroutine.
+func (rt *Runtime) InterruptGroup(g *Group) { rt.interruptGroup(g, ErrInterrupted) }
+
+func (rt *Runtime) interruptGroup(g *Group, cause error) {
+	rt.vm.aim(g, cause)
+	rt.Post(func() {
+		for _, t := range rt.threads {
+			if t != nil && !t.ended && t.group == g {
+				rt.finishTask(t, cause, false) // the loop is here: t is suspended
+			}
+		}
+		rt.vm.unaim(g)
+	})
 }
 
 // OnTaskEnd registers fn to run on the loop when task t ends (normally, by

@@ -35,6 +35,10 @@ import (
 // global.redis.url (see [Config.ApplyEnv]).
 const EnvRedisURL = "SHIELD_REDIS_URL"
 
+// EnvOpsToken is the environment variable that, when non-empty, overrides
+// ops.token (see [Config.ApplyEnv]).
+const EnvOpsToken = "SHIELD_OPS_TOKEN"
+
 // Values accepted by rate_limiter.algorithm.
 const (
 	AlgorithmTokenBucket   = "token_bucket"
@@ -334,10 +338,16 @@ type SchedulerPersistence struct {
 
 // Ops is the "ops" section.
 type Ops struct {
-	// Enabled starts the operations HTTP endpoint. Default false.
+	// Enabled starts the operations HTTP endpoint (GET /ops/global,
+	// /ops/scheduler, /metrics). Default false.
 	Enabled bool `yaml:"enabled"`
-	// Listen is the host:port to listen on. Default "127.0.0.1:9190".
+	// Listen is the host:port to listen on; port 0 picks a free one.
+	// Default "127.0.0.1:9190" (loopback: set another host deliberately).
 	Listen string `yaml:"listen"`
+	// Token, when not "", is required as "Authorization: Bearer <token>" on
+	// every request (401 otherwise). The environment variable
+	// SHIELD_OPS_TOKEN, when non-empty, overrides it. Default "".
+	Token string `yaml:"token"`
 }
 
 // Default returns the default configuration, identical to config/global.yaml.
@@ -455,7 +465,8 @@ func Parse(data []byte, source string) (Config, error) {
 }
 
 // ApplyEnv applies environment overrides: SHIELD_REDIS_URL, when non-empty,
-// replaces global.redis.url. getenv looks variables up; nil means os.Getenv.
+// replaces global.redis.url; SHIELD_OPS_TOKEN, when non-empty, replaces
+// ops.token. getenv looks variables up; nil means os.Getenv.
 func (c *Config) ApplyEnv(getenv func(string) string) {
 	c.applyEnv(getenv)
 }
@@ -470,6 +481,10 @@ func (c *Config) applyEnv(getenv func(string) string) map[string]string {
 	if v := getenv(EnvRedisURL); v != "" {
 		c.Global.Redis.URL = v
 		from["global.redis.url"] = EnvRedisURL
+	}
+	if v := getenv(EnvOpsToken); v != "" {
+		c.Ops.Token = v
+		from["ops.token"] = EnvOpsToken
 	}
 	return from
 }

@@ -27,7 +27,8 @@ import (
 
 const usage = `usage:
   shield run  [--config FILE] script.lua [args...]   run a script; stays up while it has subscriptions or scheduled work
-  shield test [--config FILE] [paths...]             run *_spec.lua files (default testdata/lua)
+  shield test [--config FILE] [--timeout 10s] [--output human|tap|junit] [paths...]
+                                                     run *_spec.lua files (default testdata/lua); --timeout bounds each test
 `
 
 func main() {
@@ -43,6 +44,8 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("shield "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "YAML config file (default: built-in defaults, memory backend)")
+	timeout := fs.Duration("timeout", shieldglobal.DefaultSpecTimeout, "shield test: time each test (and hook) may take")
+	output := fs.String("output", shieldglobal.SpecHuman, "shield test: output format: human, tap or junit")
 	if err := fs.Parse(argv[1:]); err != nil {
 		return 2
 	}
@@ -70,17 +73,15 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		if len(paths) == 0 {
 			paths = []string{"testdata/lua"}
 		}
-		res, err := mod.RunSpecs(paths, stdout)
+		// Ctrl-C stops the running file; the summary of what ran is printed.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		res, err := mod.RunSpecs(ctx, paths, stdout, shieldglobal.SpecOptions{Timeout: *timeout, Format: *output})
 		if err != nil {
 			fmt.Fprintf(stderr, "shield test: %v\n", err)
 			return 2
 		}
-		line := fmt.Sprintf("%d passed, %d failed", res.Passed, res.Failed)
-		if res.Skipped > 0 {
-			line += fmt.Sprintf(", %d skipped", res.Skipped)
-		}
-		fmt.Fprintln(stdout, line)
-		if res.Failed > 0 {
+		if res.Failed > 0 || res.Interrupted {
 			return 1
 		}
 	}
@@ -104,7 +105,7 @@ func loadConfig(path string) (config.Config, error) {
 // Exit status: 0, or 1 when the main chunk or a spawned task raised, or a
 // task had to be interrupted.
 func runScript(mod *shieldglobal.Module, path string, scriptArgs []string, stderr io.Writer) int {
-	L := lua.NewState()
+	L := lua.NewState(shieldglobal.StateOptions())
 	defer L.Close()
 	rt, err := mod.NewRuntime(L)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 // timed.
 func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance func(d time.Duration)) {
 	// waitGone lets time pass until key is gone, failing after 2s of real time.
-	waitGone := func(t *testing.T, s Store, key string) {
+	waitGone := func(t *testing.T, s syncStore, key string) {
 		t.Helper()
 		deadline := time.Now().Add(2 * time.Second)
 		for {
@@ -39,13 +39,13 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 			advance(10 * time.Millisecond)
 		}
 	}
-	mustSet := func(t *testing.T, s Store, key, value string, ttl time.Duration) {
+	mustSet := func(t *testing.T, s syncStore, key, value string, ttl time.Duration) {
 		t.Helper()
 		if err := s.Set(t.Context(), key, []byte(value), ttl); err != nil {
 			t.Fatalf("Set(%q): %v", key, err)
 		}
 	}
-	mustGet := func(t *testing.T, s Store, key string) (string, bool) {
+	mustGet := func(t *testing.T, s syncStore, key string) (string, bool) {
 		t.Helper()
 		v, found, err := s.Get(t.Context(), key)
 		if err != nil {
@@ -59,14 +59,14 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 		}
 		return string(v), found
 	}
-	wantValue := func(t *testing.T, s Store, key, want string) {
+	wantValue := func(t *testing.T, s syncStore, key, want string) {
 		t.Helper()
 		got, found := mustGet(t, s, key)
 		if !found || got != want {
 			t.Fatalf("Get(%q) = %q, found=%v; want %q", key, got, found, want)
 		}
 	}
-	mustTTL := func(t *testing.T, s Store, key string) (time.Duration, bool) {
+	mustTTL := func(t *testing.T, s syncStore, key string) (time.Duration, bool) {
 		t.Helper()
 		d, found, err := s.TTL(t.Context(), key)
 		if err != nil {
@@ -76,21 +76,21 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	}
 	// wantTTLAbout: key has a ttl in (max/2, max]. The lower bound only
 	// catches unit mistakes (seconds vs milliseconds); max is an hour.
-	wantTTLAbout := func(t *testing.T, s Store, key string, max time.Duration) {
+	wantTTLAbout := func(t *testing.T, s syncStore, key string, max time.Duration) {
 		t.Helper()
 		d, found := mustTTL(t, s, key)
 		if !found || d <= max/2 || d > max {
 			t.Fatalf("TTL(%q) = %v, found=%v; want in (%v, %v]", key, d, found, max/2, max)
 		}
 	}
-	wantNoExpiry := func(t *testing.T, s Store, key string) {
+	wantNoExpiry := func(t *testing.T, s syncStore, key string) {
 		t.Helper()
 		d, found := mustTTL(t, s, key)
 		if !found || d >= 0 {
 			t.Fatalf("TTL(%q) = %v, found=%v; want negative (no expiry), found", key, d, found)
 		}
 	}
-	mustIncr := func(t *testing.T, s Store, key string, delta, want float64) {
+	mustIncr := func(t *testing.T, s syncStore, key string, delta, want float64) {
 		t.Helper()
 		got, err := s.IncrBy(t.Context(), key, delta)
 		if err != nil {
@@ -102,7 +102,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	}
 
 	t.Run("get missing", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		if _, found := mustGet(t, s, "nope"); found {
 			t.Fatal("missing key found")
 		}
@@ -112,7 +112,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("set get", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		mustSet(t, s, "k", `{"a":1}`, 0)
 		wantValue(t, s, "k", `{"a":1}`)
 		if _, found := mustGet(t, s, "K"); found {
@@ -121,7 +121,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("overwrite", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		mustSet(t, s, "k", `"first"`, 0)
 		mustSet(t, s, "k", `"second, longer"`, 0)
 		wantValue(t, s, "k", `"second, longer"`)
@@ -130,7 +130,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("binary safe", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		all := make([]byte, 256)
 		for i := range all {
 			all[i] = byte(i)
@@ -150,7 +150,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("empty value", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		mustSet(t, s, "e", "", 0)
 		v, found, err := s.Get(t.Context(), "e")
 		if err != nil || !found || v == nil || len(v) != 0 {
@@ -169,7 +169,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("caller buffers are not retained", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		buf := []byte("hello")
 		if err := s.Set(t.Context(), "k", buf, 0); err != nil {
 			t.Fatal(err)
@@ -190,7 +190,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("ttl expiry", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		mustSet(t, s, "short", "1", 50*time.Millisecond)
 		mustSet(t, s, "long", "2", time.Hour)
 		mustSet(t, s, "forever", "3", 0)
@@ -214,13 +214,13 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("sub-millisecond ttl still expires", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		mustSet(t, s, "k", "1", time.Microsecond)
 		waitGone(t, s, "k")
 	})
 
 	t.Run("TTL", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		mustSet(t, s, "h", "1", time.Hour)
 		wantTTLAbout(t, s, "h", time.Hour)
 		mustSet(t, s, "none", "1", 0)
@@ -234,7 +234,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("set without ttl clears ttl", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		mustSet(t, s, "k", "1", 50*time.Millisecond)
 		mustSet(t, s, "k", "2", 0)
 		wantNoExpiry(t, s, "k")
@@ -246,7 +246,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("mset mget", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		if err := s.MSet(t.Context(), []Pair{{"a", []byte("A")}, {"c", []byte("C")}}, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -283,7 +283,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("mset mget 100 keys", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		var pairs []Pair
 		var keys []string
 		slots := map[uint16]bool{}
@@ -325,7 +325,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("mset ttl expiry", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		var pairs []Pair
 		for i := range 20 {
 			pairs = append(pairs, Pair{fmt.Sprintf("k%d", i), []byte("v")})
@@ -339,7 +339,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("delete", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		mustSet(t, s, "k", "1", 0)
 		existed, err := s.Delete(t.Context(), "k")
 		if err != nil || !existed {
@@ -359,7 +359,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("incr missing starts at zero", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		mustIncr(t, s, "n", 1, 1)
 		wantValue(t, s, "n", "1")
 		wantNoExpiry(t, s, "n")
@@ -370,7 +370,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("incr steps", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		steps := []struct {
 			delta, want float64
 			stored      string
@@ -389,7 +389,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("incr stored numbers", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		for _, c := range []struct {
 			stored string
 			delta  float64
@@ -416,7 +416,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	t.Run("incr result text parses to the returned value", func(t *testing.T) {
 		// Digits may differ between backends for such results (see
 		// Store.IncrBy); this property may not.
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		for _, c := range []struct {
 			stored string
 			delta  float64
@@ -447,7 +447,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("incr on a non-number", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		for _, v := range []string{
 			`"5"`, `"abc"`, `abc`, ``, `true`, `null`, `[1]`, `{"n":1}`,
 			` 5`, `5 `, "5\n", `5x`, `--5`,
@@ -466,7 +466,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("incr to NaN or Inf", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		mustSet(t, s, "n", "5", time.Hour)
 		for _, d := range []float64{math.Inf(1), math.Inf(-1), math.NaN()} {
 			if _, err := s.IncrBy(t.Context(), "n", d); !errors.Is(err, ErrNotFinite) {
@@ -500,7 +500,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("incr keeps ttl", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		mustSet(t, s, "n", "5", time.Hour)
 		mustIncr(t, s, "n", 1, 6)
 		wantTTLAbout(t, s, "n", time.Hour)
@@ -514,7 +514,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("concurrent incr", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		var wg sync.WaitGroup
 		errs := make(chan error, 16)
 		for range 16 {
@@ -536,7 +536,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 	})
 
 	t.Run("cancelled context", func(t *testing.T) {
-		s := newStore(t)
+		s := syncOf(newStore(t))
 		mustSet(t, s, "k", "1", 0)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()

@@ -14,41 +14,45 @@
 package kv
 
 import (
-	"context"
 	"errors"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/core/store"
 )
 
-// Store is a key-value store of encoded values. Implementations are safe for
-// concurrent use. A value returned by a Store belongs to the caller; a value
-// passed to a Store may be reused by the caller once the call returns.
+// Store is a key-value store of encoded values. Its methods build
+// operations (store.Op): nothing happens until the op runs (op.Do, or a
+// batch of the Lua runtime). Implementations are safe for concurrent use. A
+// value returned by a Store belongs to the caller; a value passed to a Store
+// may be reused by the caller once the op has run.
+//
+// Errors come from the backend (I/O, a cancelled context) and name the
+// operation and key, e.g. `kv: get "k": dial tcp ...`, except where a
+// method names a sentinel.
 type Store interface {
-	// Get returns the value of key. A missing or expired key returns
-	// found == false and a nil error. Errors come from the backend (I/O,
-	// a cancelled context).
-	Get(ctx context.Context, key string) (value []byte, found bool, err error)
+	// Get returns the value of key. A missing or expired key gives
+	// Found == false and no error.
+	Get(key string) *store.Op[Value]
 
 	// MGet returns the values of keys in the same order; a missing key has a
-	// nil entry (an existing empty value is a non-nil empty slice). Errors
-	// come from the backend.
-	MGet(ctx context.Context, keys []string) ([][]byte, error)
+	// nil entry (an existing empty value is a non-nil empty slice).
+	MGet(keys []string) *store.Op[[][]byte]
 
 	// Set stores value under key. ttl > 0 makes the key expire after ttl
 	// (rounded down to whole milliseconds, at least 1ms); ttl <= 0 stores it
-	// without expiry and clears any previous expiry. Errors come from the
-	// backend.
-	Set(ctx context.Context, key string, value []byte, ttl time.Duration) error
+	// without expiry and clears any previous expiry.
+	Set(key string, value []byte, ttl time.Duration) *store.Op[struct{}]
 
 	// MSet stores every pair with the same ttl rule as Set. If a key repeats,
 	// the last pair wins. Atomicity is backend-specific (see Memory and
-	// Redis). Errors come from the backend.
-	MSet(ctx context.Context, pairs []Pair, ttl time.Duration) error
+	// Redis).
+	MSet(pairs []Pair, ttl time.Duration) *store.Op[struct{}]
 
 	// Delete removes key and reports whether it existed (an expired key did
-	// not). Errors come from the backend.
-	Delete(ctx context.Context, key string) (existed bool, err error)
+	// not).
+	Delete(key string) *store.Op[bool]
 
 	// IncrBy atomically adds delta to the number stored under key and returns
 	// the new value. A missing key starts at 0 and is created without
@@ -69,19 +73,30 @@ type Store interface {
 	// every backend the stored text parses, as a float64, to exactly the
 	// returned value. Values that are not JSON text at all (which
 	// core/codec never produces) may be accepted by Redis (`+1`, `.5`,
-	// `0x10`) and rejected by memory. Other errors come from the backend.
-	IncrBy(ctx context.Context, key string, delta float64) (float64, error)
+	// `0x10`) and rejected by memory.
+	IncrBy(key string, delta float64) *store.Op[float64]
 
-	// TTL returns the remaining time to live of key. found is false for a
-	// missing or expired key; ttl is NoExpiry (negative) for a key without
-	// expiry and >= 0 otherwise (0: expires within the millisecond). Errors
-	// come from the backend.
-	TTL(ctx context.Context, key string) (ttl time.Duration, found bool, err error)
+	// TTL returns the remaining time to live of key. Found is false for a
+	// missing or expired key; Left is NoExpiry (negative) for a key without
+	// expiry and >= 0 otherwise (0: expires within the millisecond).
+	TTL(key string) *store.Op[Expiry]
 
-	// Inline reports whether operations complete without waiting on I/O
-	// (the memory backend); the Lua binding then calls them on its loop
-	// without yielding.
-	Inline() bool
+	// Invalidate tells the other processes' local caches to drop key,
+	// without writing it (writes tell them by themselves when the store
+	// announces; see WithAnnounce).
+	Invalidate(key string) *store.Op[struct{}]
+}
+
+// Value is what Get found.
+type Value struct {
+	Data  []byte
+	Found bool
+}
+
+// Expiry is what TTL found.
+type Expiry struct {
+	Left  time.Duration
+	Found bool
 }
 
 // Pair is one key and value for MSet.

@@ -2,12 +2,13 @@ package kv
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/core/store"
 )
 
 const (
@@ -25,7 +26,7 @@ const (
 //
 // Values are copied in and out. Every single-key operation is atomic; MSet is
 // atomic as a whole; MGet reads each key atomically but is not a snapshot.
-// Methods return an error only when ctx is already done.
+// Its operations are store.Local ops (they run inline on the Lua loop).
 type Memory struct {
 	now    func() time.Time
 	seed   maphash.Seed
@@ -79,16 +80,12 @@ func (m *Memory) shardIndex(key string) int {
 	return int(maphash.String(m.seed, key) & (memShards - 1))
 }
 
-// Inline returns true: memory operations never wait on I/O.
-func (m *Memory) Inline() bool { return true }
-
-// Get returns a copy of the value of key. The only error is ctx's.
-func (m *Memory) Get(ctx context.Context, key string) ([]byte, bool, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, false, fmt.Errorf("kv: get %q: %w", key, err)
-	}
-	v, ok := m.get(key)
-	return v, ok, nil
+// Get returns a copy of the value of key. It never fails.
+func (m *Memory) Get(key string) *store.Op[Value] {
+	return store.Local(func() (Value, error) {
+		v, ok := m.get(key)
+		return Value{Data: v, Found: ok}, nil
+	})
 }
 
 func (m *Memory) get(key string) ([]byte, bool) {
@@ -113,24 +110,16 @@ func (m *Memory) get(key string) ([]byte, bool) {
 	return v, true
 }
 
-// MGet returns copies of the values of keys, nil for missing ones. The only
-// error is ctx's.
-func (m *Memory) MGet(ctx context.Context, keys []string) ([][]byte, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("kv: mget %q: %w", firstKey(keys), err)
-	}
-	out := make([][]byte, len(keys))
-	for i, k := range keys {
-		out[i], _ = m.get(k)
-	}
-	return out, nil
-}
-
-func firstKey(keys []string) string {
-	if len(keys) == 0 {
-		return ""
-	}
-	return keys[0]
+// MGet returns copies of the values of keys, nil for missing ones. It never
+// fails.
+func (m *Memory) MGet(keys []string) *store.Op[[][]byte] {
+	return store.Local(func() ([][]byte, error) {
+		out := make([][]byte, len(keys))
+		for i, k := range keys {
+			out[i], _ = m.get(k)
+		}
+		return out, nil
+	})
 }
 
 func (m *Memory) expiry(ttl time.Duration) time.Time {
@@ -147,32 +136,29 @@ func clone(v []byte) []byte {
 	return bytes.Clone(v)
 }
 
-// Set stores a copy of value under key. The only error is ctx's.
-func (m *Memory) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("kv: set %q: %w", key, err)
-	}
+// Set stores a copy of value under key. It never fails.
+func (m *Memory) Set(key string, value []byte, ttl time.Duration) *store.Op[struct{}] {
+	return store.Local(func() (struct{}, error) { m.set(key, value, ttl); return struct{}{}, nil })
+}
+
+func (m *Memory) set(key string, value []byte, ttl time.Duration) {
 	e := memEntry{v: clone(value), exp: m.expiry(ttl)}
 	s := &m.shards[m.shardIndex(key)]
 	s.mu.Lock()
 	s.m[key] = e
 	s.mu.Unlock()
 	m.wrote(1)
-	return nil
 }
 
 // MSet stores copies of all pairs atomically (no reader sees some of them
-// without the others). The only error is ctx's.
-func (m *Memory) MSet(ctx context.Context, pairs []Pair, ttl time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		var first string
-		if len(pairs) > 0 {
-			first = pairs[0].Key
-		}
-		return fmt.Errorf("kv: mset %q: %w", first, err)
-	}
+// without the others). It never fails.
+func (m *Memory) MSet(pairs []Pair, ttl time.Duration) *store.Op[struct{}] {
+	return store.Local(func() (struct{}, error) { m.mset(pairs, ttl); return struct{}{}, nil })
+}
+
+func (m *Memory) mset(pairs []Pair, ttl time.Duration) {
 	if len(pairs) == 0 {
-		return nil
+		return
 	}
 	exp := m.expiry(ttl)
 	idx := make([]int, len(pairs))
@@ -199,15 +185,15 @@ func (m *Memory) MSet(ctx context.Context, pairs []Pair, ttl time.Duration) erro
 		}
 	}
 	m.wrote(len(pairs))
-	return nil
 }
 
-// Delete removes key and reports whether it existed unexpired. The only
-// error is ctx's.
-func (m *Memory) Delete(ctx context.Context, key string) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("kv: delete %q: %w", key, err)
-	}
+// Delete removes key and reports whether it existed unexpired. It never
+// fails.
+func (m *Memory) Delete(key string) *store.Op[bool] {
+	return store.Local(func() (bool, error) { return m.delete(key), nil })
+}
+
+func (m *Memory) delete(key string) bool {
 	s := &m.shards[m.shardIndex(key)]
 	s.mu.Lock()
 	e, ok := s.m[key]
@@ -216,15 +202,16 @@ func (m *Memory) Delete(ctx context.Context, key string) (bool, error) {
 		ok = e.exp.IsZero() || !e.expired(m.now())
 	}
 	s.mu.Unlock()
-	return ok, nil
+	return ok
 }
 
 // IncrBy adds delta to the JSON number stored under key, keeping its TTL
-// (see Store.IncrBy). Errors wrap ErrNotNumber, ErrNotFinite or ctx's error.
-func (m *Memory) IncrBy(ctx context.Context, key string, delta float64) (float64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("kv: incrby %q: %w", key, err)
-	}
+// (see Store.IncrBy). Errors wrap ErrNotNumber or ErrNotFinite.
+func (m *Memory) IncrBy(key string, delta float64) *store.Op[float64] {
+	return store.Local(func() (float64, error) { return m.incrBy(key, delta) })
+}
+
+func (m *Memory) incrBy(key string, delta float64) (float64, error) {
 	if !finite(delta) {
 		return 0, fmt.Errorf("%w: %q", ErrNotFinite, key)
 	}
@@ -255,26 +242,30 @@ func (m *Memory) IncrBy(ctx context.Context, key string, delta float64) (float64
 }
 
 // TTL returns the remaining time to live of key (NoExpiry when it has
-// none). The only error is ctx's.
-func (m *Memory) TTL(ctx context.Context, key string) (time.Duration, bool, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, false, fmt.Errorf("kv: ttl %q: %w", key, err)
-	}
-	s := &m.shards[m.shardIndex(key)]
-	s.mu.RLock()
-	e, ok := s.m[key]
-	s.mu.RUnlock()
-	if !ok {
-		return 0, false, nil
-	}
-	if e.exp.IsZero() {
-		return NoExpiry, true, nil
-	}
-	left := e.exp.Sub(m.now())
-	if left < 0 {
-		return 0, false, nil
-	}
-	return left, true, nil
+// none). It never fails.
+func (m *Memory) TTL(key string) *store.Op[Expiry] {
+	return store.Local(func() (Expiry, error) {
+		s := &m.shards[m.shardIndex(key)]
+		s.mu.RLock()
+		e, ok := s.m[key]
+		s.mu.RUnlock()
+		if !ok {
+			return Expiry{}, nil
+		}
+		if e.exp.IsZero() {
+			return Expiry{Left: NoExpiry, Found: true}, nil
+		}
+		left := e.exp.Sub(m.now())
+		if left < 0 {
+			return Expiry{}, nil
+		}
+		return Expiry{Left: left, Found: true}, nil
+	})
+}
+
+// Invalidate does nothing: there is no other process to tell.
+func (m *Memory) Invalidate(string) *store.Op[struct{}] {
+	return store.Local(func() (struct{}, error) { return struct{}{}, nil })
 }
 
 // wrote counts n writes and runs the amortised expiry sweep when due.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/testclock"
 )
 
@@ -22,12 +23,12 @@ func TestMemory(t *testing.T) {
 func TestMemoryRealClock(t *testing.T) {
 	// Without WithClock the store uses time.Now; expiry must still happen.
 	m := NewMemory()
-	if err := m.Set(t.Context(), "k", []byte("v"), time.Millisecond); err != nil {
+	if err := syncOf(m).Set(t.Context(), "k", []byte("v"), time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		_, found, _ := m.Get(t.Context(), "k")
+		_, found, _ := syncOf(m).Get(t.Context(), "k")
 		if !found {
 			break
 		}
@@ -38,9 +39,9 @@ func TestMemoryRealClock(t *testing.T) {
 	}
 }
 
-func TestMemoryInline(t *testing.T) {
-	if !NewMemory().Inline() {
-		t.Fatal("memory store must be Inline")
+func TestMemoryOpsAreLocal(t *testing.T) {
+	if NewMemory().Get("k").Kind() != store.KindLocal {
+		t.Fatal("memory ops must be local (inline on the Lua loop)")
 	}
 }
 
@@ -48,27 +49,27 @@ func TestMemoryExpiryBoundary(t *testing.T) {
 	clock := testclock.New()
 	m := NewMemory(WithClock(clock.Now))
 	ctx := t.Context()
-	if err := m.Set(ctx, "k", []byte("v"), 1500*time.Millisecond); err != nil {
+	if err := syncOf(m).Set(ctx, "k", []byte("v"), 1500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if d, found, _ := m.TTL(ctx, "k"); !found || d != 1500*time.Millisecond {
+	if d, found, _ := syncOf(m).TTL(ctx, "k"); !found || d != 1500*time.Millisecond {
 		t.Fatalf("TTL = %v, %v; want 1.5s", d, found)
 	}
 	clock.Advance(400 * time.Millisecond)
-	if d, found, _ := m.TTL(ctx, "k"); !found || d != 1100*time.Millisecond {
+	if d, found, _ := syncOf(m).TTL(ctx, "k"); !found || d != 1100*time.Millisecond {
 		t.Fatalf("TTL after 400ms = %v, %v; want 1.1s", d, found)
 	}
 	clock.Advance(1100 * time.Millisecond)
 	// Like Redis, a key is alive at exactly its expiry time...
-	if _, found, _ := m.Get(ctx, "k"); !found {
+	if _, found, _ := syncOf(m).Get(ctx, "k"); !found {
 		t.Fatal("key gone at exactly its expiry time")
 	}
-	if d, found, _ := m.TTL(ctx, "k"); !found || d != 0 {
+	if d, found, _ := syncOf(m).TTL(ctx, "k"); !found || d != 0 {
 		t.Fatalf("TTL at expiry = %v, %v; want 0, true", d, found)
 	}
 	// ...and gone right after.
 	clock.Advance(time.Nanosecond)
-	if _, found, _ := m.Get(ctx, "k"); found {
+	if _, found, _ := syncOf(m).Get(ctx, "k"); found {
 		t.Fatal("key present after its expiry time")
 	}
 	if n := m.size(); n != 0 {
@@ -85,10 +86,10 @@ func TestMemoryTTLRounding(t *testing.T) {
 		{1500 * time.Microsecond, time.Millisecond},
 		{time.Second + 999*time.Microsecond, time.Second},
 	} {
-		if err := m.Set(t.Context(), "k", nil, c.in); err != nil {
+		if err := syncOf(m).Set(t.Context(), "k", nil, c.in); err != nil {
 			t.Fatal(err)
 		}
-		if d, found, _ := m.TTL(t.Context(), "k"); !found || d != c.want {
+		if d, found, _ := syncOf(m).TTL(t.Context(), "k"); !found || d != c.want {
 			t.Fatalf("Set ttl %v: TTL = %v, %v; want %v (Redis PX rounding)", c.in, d, found, c.want)
 		}
 	}
@@ -99,12 +100,12 @@ func TestMemorySweepRemovesUnreadExpiredKeys(t *testing.T) {
 	m := NewMemory(WithClock(clock.Now))
 	ctx := t.Context()
 	for i := range 1000 {
-		if err := m.Set(ctx, "old-"+strconv.Itoa(i), []byte("x"), time.Second); err != nil {
+		if err := syncOf(m).Set(ctx, "old-"+strconv.Itoa(i), []byte("x"), time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range 100 {
-		if err := m.Set(ctx, "live-"+strconv.Itoa(i), []byte("x"), 0); err != nil {
+		if err := syncOf(m).Set(ctx, "live-"+strconv.Itoa(i), []byte("x"), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,7 +115,7 @@ func TestMemorySweepRemovesUnreadExpiredKeys(t *testing.T) {
 	}
 	// Writes to a single key only; the amortised sweep must reach every shard.
 	for range 2 * memShards * sweepEvery {
-		if err := m.Set(ctx, "hot", []byte("x"), 0); err != nil {
+		if err := syncOf(m).Set(ctx, "hot", []byte("x"), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,7 +123,7 @@ func TestMemorySweepRemovesUnreadExpiredKeys(t *testing.T) {
 		t.Fatalf("size %d after sweeping; want 101 (100 live keys + hot)", n)
 	}
 	for i := range 100 {
-		if _, found, _ := m.Get(ctx, "live-"+strconv.Itoa(i)); !found {
+		if _, found, _ := syncOf(m).Get(ctx, "live-"+strconv.Itoa(i)); !found {
 			t.Fatalf("sweep removed live key %d", i)
 		}
 	}
@@ -135,11 +136,11 @@ func TestMemoryStartsNoGoroutine(t *testing.T) {
 	ctx := t.Context()
 	for i := range 5000 {
 		k := strconv.Itoa(i % 300)
-		m.Set(ctx, k, []byte("1"), time.Duration(i%3)*time.Second)
-		m.MSet(ctx, []Pair{{k + "a", nil}, {k + "b", nil}}, time.Second)
-		m.IncrBy(ctx, k+"n", 1)
-		m.Get(ctx, k)
-		m.Delete(ctx, k+"a")
+		syncOf(m).Set(ctx, k, []byte("1"), time.Duration(i%3)*time.Second)
+		syncOf(m).MSet(ctx, []Pair{{k + "a", nil}, {k + "b", nil}}, time.Second)
+		syncOf(m).IncrBy(ctx, k+"n", 1)
+		syncOf(m).Get(ctx, k)
+		syncOf(m).Delete(ctx, k+"a")
 		clock.Advance(10 * time.Millisecond)
 	}
 	if n := runtime.NumGoroutine(); n > before {
@@ -164,22 +165,22 @@ func TestMemoryConcurrentMixed(t *testing.T) {
 					for range 1 + r.IntN(8) {
 						pairs = append(pairs, Pair{k(), []byte("v")})
 					}
-					if err := m.MSet(ctx, pairs, time.Duration(r.IntN(3))*time.Millisecond); err != nil {
+					if err := syncOf(m).MSet(ctx, pairs, time.Duration(r.IntN(3))*time.Millisecond); err != nil {
 						t.Error(err)
 					}
 				case 1:
-					m.Set(ctx, k(), []byte(strconv.Itoa(r.IntN(9))), time.Duration(r.IntN(3))*time.Millisecond)
+					syncOf(m).Set(ctx, k(), []byte(strconv.Itoa(r.IntN(9))), time.Duration(r.IntN(3))*time.Millisecond)
 				case 2:
-					m.MGet(ctx, []string{k(), k(), k()})
+					syncOf(m).MGet(ctx, []string{k(), k(), k()})
 				case 3:
-					m.Delete(ctx, k())
+					syncOf(m).Delete(ctx, k())
 				case 4:
-					m.IncrBy(ctx, k(), 1) // may hit "v": ErrNotNumber is fine here
+					syncOf(m).IncrBy(ctx, k(), 1) // may hit "v": ErrNotNumber is fine here
 				case 5:
-					m.TTL(ctx, k())
+					syncOf(m).TTL(ctx, k())
 				case 6:
 					clock.Advance(time.Millisecond)
-					m.Get(ctx, k())
+					syncOf(m).Get(ctx, k())
 				}
 			}
 		})
@@ -193,12 +194,12 @@ func BenchmarkMemoryGet(b *testing.B) {
 	keys := make([]string, 1024)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("player:%d:score", i)
-		m.Set(ctx, keys[i], []byte(`{"score":12345,"name":"someone"}`), 0)
+		syncOf(m).Set(ctx, keys[i], []byte(`{"score":12345,"name":"someone"}`), 0)
 	}
 	b.Run("serial", func(b *testing.B) {
 		i := 0
 		for b.Loop() {
-			if _, ok, _ := m.Get(ctx, keys[i&1023]); !ok {
+			if _, ok, _ := syncOf(m).Get(ctx, keys[i&1023]); !ok {
 				b.Fatal("missing")
 			}
 			i++
@@ -208,7 +209,7 @@ func BenchmarkMemoryGet(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			i := rand.IntN(1024)
 			for pb.Next() {
-				if _, ok, _ := m.Get(ctx, keys[i&1023]); !ok {
+				if _, ok, _ := syncOf(m).Get(ctx, keys[i&1023]); !ok {
 					b.Fatal("missing")
 				}
 				i++

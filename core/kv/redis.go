@@ -17,48 +17,94 @@ import (
 // Redis is a Store kept in Redis, standalone or Cluster. Every key is
 // store.Keys{Prefix: prefix}.Global(key).
 //
-// Commands: Get is GET, Set is SET (with an expiry when ttl > 0), Delete is DEL,
-// IncrBy is INCRBYFLOAT (atomic, keeps the TTL; run in a script that also
-// range-checks the result), TTL is PTTL. MGet pipelines one GET per key
-// (go-redis splits the pipeline by node on Cluster), so it never fails with
-// CROSSSLOT and is not a snapshot. MSet runs SETs in MULTI/EXEC: on a
-// standalone server all pairs are written atomically; on Cluster the pairs
-// are grouped by hash slot (go-redis refuses a multi-slot TxPipeline) and
-// each slot's group is its own transaction, run concurrently, so MSet is
-// atomic per slot only: keys sharing a {hash tag} are written together,
-// other keys may become visible one slot at a time, and if one slot fails
-// the others may already be written.
+// Commands: Get is GET, Set is SET (with an expiry when ttl > 0), Delete is
+// DEL, IncrBy is INCRBYFLOAT (atomic, keeps the TTL; run in a script that
+// also range-checks the result), TTL is PTTL; each is one command, so the
+// Lua runtime batches them with other tasks' commands. MGet sends one GET per
+// key in the same round trip (split by node on Cluster), so it never fails
+// with CROSSSLOT and is not a snapshot. MSet runs SETs in MULTI/EXEC (a
+// store.Work op: transactions never share a pipeline): on a standalone
+// server all pairs are written atomically; on Cluster the pairs are grouped
+// by hash slot (go-redis refuses a multi-slot TxPipeline) and each slot's
+// group is its own transaction, run concurrently, so MSet is atomic per slot
+// only: keys sharing a {hash tag} are written together, other keys may
+// become visible one slot at a time, and if one slot fails the others may
+// already be written.
+//
+// With WithAnnounce, every write also PUBLISHes "<origin>\n<key>" on the
+// cache-invalidation channel, in the same round trip as the write, so other
+// processes evict key from their local caches.
 //
 // Errors wrap the go-redis error with the operation and key, e.g.
 // `kv: get "k": dial tcp ...`, except IncrBy's ErrNotNumber and ErrNotFinite.
 type Redis struct {
-	c       redis.UniversalClient
-	keys    store.Keys
-	cluster bool
+	c        redis.UniversalClient
+	keys     store.Keys
+	cluster  bool
+	announce string // channel; "" = no announcements
+	origin   string
 }
 
 var _ Store = (*Redis)(nil)
 
-// NewRedis returns a Store on c with keys under prefix. It does no I/O and
-// never fails; c stays owned by the caller.
-func NewRedis(c redis.UniversalClient, prefix string) *Redis {
-	_, cluster := c.(*redis.ClusterClient)
-	return &Redis{c: c, keys: store.Keys{Prefix: prefix}, cluster: cluster}
+// RedisOption configures NewRedis.
+type RedisOption func(*Redis)
+
+// WithAnnounce makes every write announce its key on channel (a full
+// channel name: store.Keys.CacheInvalidation) as "<origin>\n<key>"; origin
+// tells a process its own announcements apart.
+func WithAnnounce(channel, origin string) RedisOption {
+	return func(r *Redis) { r.announce, r.origin = channel, origin }
 }
 
-// Inline returns false: every operation waits on the network.
-func (r *Redis) Inline() bool { return false }
+// NewRedis returns a Store on c with keys under prefix. It does no I/O and
+// never fails; c stays owned by the caller.
+func NewRedis(c redis.UniversalClient, prefix string, opts ...RedisOption) *Redis {
+	_, cluster := c.(*redis.ClusterClient)
+	r := &Redis{c: c, keys: store.Keys{Prefix: prefix}, cluster: cluster}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
 
-// Get returns the value of key (GET). Errors wrap the Redis error.
-func (r *Redis) Get(ctx context.Context, key string) ([]byte, bool, error) {
-	v, err := r.c.Get(ctx, r.keys.Global(key)).Bytes()
-	if err == redis.Nil {
-		return nil, false, nil
+var bg = context.Background()
+
+// announced appends the announcements of keys to cmds.
+func (r *Redis) announced(cmds []redis.Cmder, keys ...string) []redis.Cmder {
+	if r.announce == "" {
+		return cmds
 	}
-	if err != nil {
-		return nil, false, fmt.Errorf("kv: get %q: %w", key, err)
+	for _, k := range keys {
+		cmds = append(cmds, redis.NewIntCmd(bg, "publish", r.announce, r.origin+"\n"+k))
 	}
-	return nonNil(v), true, nil
+	return cmds
+}
+
+// announceErr is the error of the first announcement that failed: the write
+// happened, but other caches may keep the old value until their TTL.
+func announceErr(op, key string, cmds []redis.Cmder) error {
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return fmt.Errorf("kv: %s %q: written, but announcing the change to other caches failed: %w", op, key, err)
+		}
+	}
+	return nil
+}
+
+// Get returns the value of key (GET).
+func (r *Redis) Get(key string) *store.Op[Value] {
+	cmd := redis.NewStringCmd(bg, "get", r.keys.Global(key))
+	return store.Commands(r.c, func() (Value, error) {
+		v, err := cmd.Bytes()
+		if err == redis.Nil {
+			return Value{}, nil
+		}
+		if err != nil {
+			return Value{}, fmt.Errorf("kv: get %q: %w", key, err)
+		}
+		return Value{Data: nonNil(v), Found: true}, nil
+	}, cmd)
 }
 
 func nonNil(v []byte) []byte {
@@ -68,62 +114,74 @@ func nonNil(v []byte) []byte {
 	return v
 }
 
-// MGet returns the values of keys (a pipeline of GETs, split by node on
-// Cluster). Errors wrap the Redis error and name the first key that failed
-// (or the first key, when the pipeline failed as a whole).
-func (r *Redis) MGet(ctx context.Context, keys []string) ([][]byte, error) {
-	out := make([][]byte, len(keys))
+// MGet returns the values of keys (one GET each, one round trip). Errors
+// name the first key whose GET failed.
+func (r *Redis) MGet(keys []string) *store.Op[[][]byte] {
 	if len(keys) == 0 {
-		return out, nil
+		return store.Local(func() ([][]byte, error) { return [][]byte{}, nil })
 	}
-	cmds := make([]*redis.StringCmd, len(keys))
-	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.Get(ctx, r.keys.Global(k))
-		}
-		return nil
-	})
-	if err != nil && err != redis.Nil {
-		// Name the first key whose GET failed; a failure before any reply
-		// (e.g. dialing) leaves the commands without error: name the first key.
-		for i, cmd := range cmds {
-			if cerr := cmd.Err(); cerr != nil && cerr != redis.Nil {
-				return nil, fmt.Errorf("kv: mget %q: %w", keys[i], cerr)
+	cmds := make([]redis.Cmder, len(keys))
+	for i, k := range keys {
+		cmds[i] = redis.NewStringCmd(bg, "get", r.keys.Global(k))
+	}
+	return store.Commands(r.c, func() ([][]byte, error) {
+		out := make([][]byte, len(keys))
+		for i, c := range cmds {
+			v, err := c.(*redis.StringCmd).Bytes()
+			switch {
+			case err == redis.Nil:
+			case err != nil:
+				return nil, fmt.Errorf("kv: mget %q: %w", keys[i], err)
+			default:
+				out[i] = nonNil(v)
 			}
 		}
-		return nil, fmt.Errorf("kv: mget %q: %w", keys[0], err)
-	}
-	for i, cmd := range cmds {
-		v, cerr := cmd.Bytes()
-		switch {
-		case cerr == redis.Nil:
-		case cerr != nil:
-			return nil, fmt.Errorf("kv: mget %q: %w", keys[i], cerr)
-		default:
-			out[i] = nonNil(v)
-		}
-	}
-	return out, nil
+		return out, nil
+	}, cmds...)
 }
 
-// Set stores value under key (SET, with an expiry when ttl > 0). Errors wrap the
-// Redis error.
-func (r *Redis) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if err := r.c.Set(ctx, r.keys.Global(key), nonNil(value), normTTL(ttl)).Err(); err != nil {
-		return fmt.Errorf("kv: set %q: %w", key, err)
+// Set stores value under key (SET, with an expiry when ttl > 0).
+func (r *Redis) Set(key string, value []byte, ttl time.Duration) *store.Op[struct{}] {
+	args := []any{"set", r.keys.Global(key), nonNil(value)}
+	if ttl = normTTL(ttl); ttl > 0 {
+		args = append(args, "px", ttl.Milliseconds())
 	}
-	return nil
+	cmd := redis.NewStatusCmd(bg, args...)
+	cmds := r.announced([]redis.Cmder{cmd}, key)
+	return store.Commands(r.c, func() (struct{}, error) {
+		if err := cmd.Err(); err != nil {
+			return struct{}{}, fmt.Errorf("kv: set %q: %w", key, err)
+		}
+		return struct{}{}, announceErr("set", key, cmds[1:])
+	}, cmds...)
 }
 
 // MSet stores all pairs in MULTI/EXEC transactions: one in total on a
-// standalone server, one per hash slot on Cluster (see Redis). Errors wrap
-// the Redis error and name the first key that failed (or the first key of
-// the failed transaction).
-func (r *Redis) MSet(ctx context.Context, pairs []Pair, ttl time.Duration) error {
-	if len(pairs) == 0 {
-		return nil
-	}
-	ttl = normTTL(ttl)
+// standalone server, one per hash slot on Cluster (see Redis), then
+// announces every key in one round trip. Errors name the first key that
+// failed (or the first key of the failed transaction).
+func (r *Redis) MSet(pairs []Pair, ttl time.Duration) *store.Op[struct{}] {
+	return store.Work(func(ctx context.Context) (struct{}, error) {
+		if len(pairs) == 0 {
+			return struct{}{}, nil
+		}
+		if err := r.mset(ctx, pairs, normTTL(ttl)); err != nil {
+			return struct{}{}, err
+		}
+		keys := make([]string, len(pairs))
+		for i, p := range pairs {
+			keys[i] = p.Key
+		}
+		cmds := r.announced(nil, keys...)
+		if len(cmds) == 0 {
+			return struct{}{}, nil
+		}
+		_, err := store.Commands(r.c, func() (struct{}, error) { return struct{}{}, announceErr("mset", keys[0], cmds) }, cmds...).Do(ctx)
+		return struct{}{}, err
+	})
+}
+
+func (r *Redis) mset(ctx context.Context, pairs []Pair, ttl time.Duration) error {
 	if !r.cluster {
 		return r.msetTx(ctx, pairs, ttl)
 	}
@@ -182,14 +240,17 @@ func (r *Redis) msetTx(ctx context.Context, pairs []Pair, ttl time.Duration) err
 	return fmt.Errorf("kv: mset %q: %w", pairs[0].Key, err)
 }
 
-// Delete removes key (DEL) and reports whether it existed. Errors wrap the
-// Redis error.
-func (r *Redis) Delete(ctx context.Context, key string) (bool, error) {
-	n, err := r.c.Del(ctx, r.keys.Global(key)).Result()
-	if err != nil {
-		return false, fmt.Errorf("kv: delete %q: %w", key, err)
-	}
-	return n > 0, nil
+// Delete removes key (DEL) and reports whether it existed.
+func (r *Redis) Delete(key string) *store.Op[bool] {
+	cmd := redis.NewIntCmd(bg, "del", r.keys.Global(key))
+	cmds := r.announced([]redis.Cmder{cmd}, key)
+	return store.Commands(r.c, func() (bool, error) {
+		n, err := cmd.Result()
+		if err != nil {
+			return false, fmt.Errorf("kv: delete %q: %w", key, err)
+		}
+		return n > 0, announceErr("delete", key, cmds[1:])
+	}, cmds...)
 }
 
 // incrScript is INCRBYFLOAT plus a float64 range check (see its header).
@@ -197,7 +258,7 @@ func (r *Redis) Delete(ctx context.Context, key string) (bool, error) {
 //go:embed scripts/incr.lua
 var incrSrc string
 
-var incrScript = redis.NewScript(incrSrc)
+var incrScript = store.NewScript("kv/incr.lua", incrSrc)
 
 // IncrBy adds delta to the number under key with INCRBYFLOAT (atomic, keeps
 // the TTL; see Store.IncrBy for the number format), run inside a small Lua
@@ -205,44 +266,61 @@ var incrScript = redis.NewScript(incrSrc)
 // ErrNotNumber when the stored value is not a number, ErrNotFinite when
 // delta or the result is NaN or infinite (the value is then unchanged), or
 // else the Redis error.
-func (r *Redis) IncrBy(ctx context.Context, key string, delta float64) (float64, error) {
+func (r *Redis) IncrBy(key string, delta float64) *store.Op[float64] {
 	if !finite(delta) {
-		return 0, fmt.Errorf("%w: %q", ErrNotFinite, key)
+		return store.Failed[float64](fmt.Errorf("%w: %q", ErrNotFinite, key))
 	}
-	v, err := incrScript.Run(ctx, r.c, []string{r.keys.Global(key)}, delta).Float64()
-	if err != nil {
-		var rerr redis.Error
-		if errors.As(err, &rerr) {
-			msg := rerr.Error()
-			switch {
-			case strings.Contains(msg, "not a valid float"):
-				return 0, fmt.Errorf("%w: %q", ErrNotNumber, key)
-			case strings.Contains(msg, "NaN or Infinity"):
-				return 0, fmt.Errorf("%w: %q", ErrNotFinite, key)
+	cmd := incrScript.Cmd([]string{r.keys.Global(key)}, delta)
+	cmds := r.announced([]redis.Cmder{cmd}, key)
+	return store.Commands(r.c, func() (float64, error) {
+		v, err := cmd.Float64()
+		if err != nil {
+			var rerr redis.Error
+			if errors.As(err, &rerr) {
+				msg := rerr.Error()
+				switch {
+				case strings.Contains(msg, "not a valid float"):
+					return 0, fmt.Errorf("%w: %q", ErrNotNumber, key)
+				case strings.Contains(msg, "NaN or Infinity"):
+					return 0, fmt.Errorf("%w: %q", ErrNotFinite, key)
+				}
 			}
+			return 0, fmt.Errorf("kv: incrby %q: %w", key, err)
 		}
-		return 0, fmt.Errorf("kv: incrby %q: %w", key, err)
-	}
-	return v, nil
+		return v, announceErr("incrby", key, cmds[1:])
+	}, cmds...)
 }
 
-// TTL returns the remaining time to live of key (PTTL). Errors wrap the
-// Redis error.
-func (r *Redis) TTL(ctx context.Context, key string) (time.Duration, bool, error) {
-	d, err := r.c.PTTL(ctx, r.keys.Global(key)).Result()
-	if err != nil {
-		return 0, false, fmt.Errorf("kv: ttl %q: %w", key, err)
+// TTL returns the remaining time to live of key (PTTL).
+func (r *Redis) TTL(key string) *store.Op[Expiry] {
+	cmd := redis.NewIntCmd(bg, "pttl", r.keys.Global(key))
+	return store.Commands(r.c, func() (Expiry, error) {
+		ms, err := cmd.Result()
+		if err != nil {
+			return Expiry{}, fmt.Errorf("kv: ttl %q: %w", key, err)
+		}
+		switch {
+		case ms == -1:
+			return Expiry{Left: NoExpiry, Found: true}, nil
+		case ms < 0:
+			return Expiry{}, nil
+		}
+		return Expiry{Left: time.Duration(ms) * time.Millisecond, Found: true}, nil
+	}, cmd)
+}
+
+// Invalidate announces key without writing it (nothing without WithAnnounce).
+func (r *Redis) Invalidate(key string) *store.Op[struct{}] {
+	cmds := r.announced(nil, key)
+	if len(cmds) == 0 {
+		return store.Local(func() (struct{}, error) { return struct{}{}, nil })
 	}
-	// go-redis passes PTTL's -2 (missing) and -1 (no expiry) through as
-	// nanoseconds.
-	switch d {
-	case -2:
-		return 0, false, nil
-	case -1:
-		return NoExpiry, true, nil
-	}
-	if d < 0 {
-		return 0, false, nil
-	}
-	return d, true, nil
+	return store.Commands(r.c, func() (struct{}, error) {
+		for _, c := range cmds {
+			if err := c.Err(); err != nil {
+				return struct{}{}, fmt.Errorf("kv: invalidate %q: %w", key, err)
+			}
+		}
+		return struct{}{}, nil
+	}, cmds...)
 }

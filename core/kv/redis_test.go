@@ -24,9 +24,10 @@ func TestRedis(t *testing.T) {
 	}
 }
 
-func TestRedisInline(t *testing.T) {
-	if NewRedis(redis.NewClient(&redis.Options{}), "p:").Inline() {
-		t.Fatal("Redis store must not be Inline")
+func TestRedisOpsAreBatchable(t *testing.T) {
+	s := NewRedis(redis.NewClient(&redis.Options{}), "p:")
+	if s.Get("k").Kind() != store.KindRedis || s.IncrBy("k", 1).Kind() != store.KindRedis {
+		t.Fatal("single-command Redis ops must be KindRedis (batched by the runtime)")
 	}
 }
 
@@ -38,13 +39,13 @@ func TestRedisKeyLayout(t *testing.T) {
 			ctx := t.Context()
 			prefix := testredis.Prefix(t)
 			s := NewRedis(c, prefix)
-			if err := s.Set(ctx, "player:1", []byte(`{"hp":10}`), time.Hour); err != nil {
+			if err := syncOf(s).Set(ctx, "player:1", []byte(`{"hp":10}`), time.Hour); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.MSet(ctx, []Pair{{"a", []byte("1")}, {"b", []byte("2")}}, 0); err != nil {
+			if err := syncOf(s).MSet(ctx, []Pair{{"a", []byte("1")}, {"b", []byte("2")}}, 0); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.IncrBy(ctx, "n", 2); err != nil {
+			if _, err := syncOf(s).IncrBy(ctx, "n", 2); err != nil {
 				t.Fatal(err)
 			}
 			keys := store.Keys{Prefix: prefix}
@@ -59,10 +60,10 @@ func TestRedisKeyLayout(t *testing.T) {
 			}
 			// A raw write is visible through the store and vice versa.
 			c.Set(ctx, keys.Global("raw"), "7", 0)
-			if v, err := s.IncrBy(ctx, "raw", 1); err != nil || v != 8 {
+			if v, err := syncOf(s).IncrBy(ctx, "raw", 1); err != nil || v != 8 {
 				t.Fatalf("IncrBy on a raw key = %v, %v", v, err)
 			}
-			if existed, _ := s.Delete(ctx, "raw"); !existed {
+			if existed, _ := syncOf(s).Delete(ctx, "raw"); !existed {
 				t.Fatal("Delete did not find the raw key")
 			}
 			if n := c.Exists(ctx, keys.Global("raw")).Val(); n != 0 {
@@ -119,26 +120,26 @@ func TestRedisUnreachable(t *testing.T) {
 					t.Fatalf("connection error %q classified as a value error", err)
 				}
 			}
-			_, found, err := s.Get(ctx, "the-key")
+			_, found, err := syncOf(s).Get(ctx, "the-key")
 			check(err, `kv: get "the-key"`)
 			if found {
 				t.Fatal("Get found a key on an unreachable server")
 			}
-			vals, err := s.MGet(ctx, []string{"k1", "k2"})
+			vals, err := syncOf(s).MGet(ctx, []string{"k1", "k2"})
 			check(err, `kv: mget "k1"`)
 			if vals != nil {
 				t.Fatalf("MGet returned values with an error: %q", vals)
 			}
-			check(s.Set(ctx, "the-key", []byte("1"), 0), `kv: set "the-key"`)
-			check(s.Set(ctx, "the-key", []byte("1"), time.Second), `kv: set "the-key"`)
-			check(s.MSet(ctx, []Pair{{"m1", nil}}, 0), `kv: mset "m1"`)
-			err = s.MSet(ctx, []Pair{{"m1", nil}, {"m2", nil}, {"m3", nil}}, time.Second)
+			check(syncOf(s).Set(ctx, "the-key", []byte("1"), 0), `kv: set "the-key"`)
+			check(syncOf(s).Set(ctx, "the-key", []byte("1"), time.Second), `kv: set "the-key"`)
+			check(syncOf(s).MSet(ctx, []Pair{{"m1", nil}}, 0), `kv: mset "m1"`)
+			err = syncOf(s).MSet(ctx, []Pair{{"m1", nil}, {"m2", nil}, {"m3", nil}}, time.Second)
 			check(err, `kv: mset "m`)
-			_, err = s.Delete(ctx, "the-key")
+			_, err = syncOf(s).Delete(ctx, "the-key")
 			check(err, `kv: delete "the-key"`)
-			_, err = s.IncrBy(ctx, "the-key", 1)
+			_, err = syncOf(s).IncrBy(ctx, "the-key", 1)
 			check(err, `kv: incrby "the-key"`)
-			_, _, err = s.TTL(ctx, "the-key")
+			_, _, err = syncOf(s).TTL(ctx, "the-key")
 			check(err, `kv: ttl "the-key"`)
 		})
 	}

@@ -1,6 +1,8 @@
 package pubsub
 
 import (
+	"github.com/shieldrt/shieldglobal/core/store"
+
 	"context"
 	"fmt"
 	"slices"
@@ -87,9 +89,15 @@ func (m *Memory) patternIndex(pattern string) int {
 // `pubsub: publish "channel": ...`): ErrClosed, or ctx's error if ctx is
 // already done.
 func (m *Memory) Publish(ctx context.Context, channel string, payload []byte) (receivers int64, err error) {
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("pubsub: publish %q: %w", channel, err)
-	}
+	return m.PublishOp(channel, payload).Do(ctx)
+}
+
+// PublishOp is Publish as a local operation.
+func (m *Memory) PublishOp(channel string, payload []byte) *store.Op[int64] {
+	return store.Local(func() (int64, error) { return m.publish(channel, payload) })
+}
+
+func (m *Memory) publish(channel string, payload []byte) (receivers int64, err error) {
 	type target struct {
 		s       *subscriber
 		pattern string

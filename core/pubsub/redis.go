@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,8 +39,12 @@ const (
 // Redis is a Bus over Redis pub/sub.
 //
 // The whole bus uses one *redis.PubSub connection, created on the first
-// subscription, and one delivery goroutine, started then and stopped by
-// Close; a bus that never subscribes starts none. Server channel names are
+// subscription, and two goroutines, started then and stopped by Close (a
+// bus that never subscribes starts none): the receive goroutine reads the
+// connection and never runs user code; the dispatch goroutine calls the
+// handlers and Events callbacks in arrival order. So a handler may
+// subscribe (the confirmation it waits for is read by the other goroutine)
+// and Close never waits on a handler. Server channel names are
 // prefix+channel and server patterns store.GlobEscape(prefix)+pattern, so
 // buses with different prefixes never see each other.
 //
@@ -98,10 +101,12 @@ type Redis struct {
 	cmdErr     error  // a Redis error reply seen since the last PONG
 	writeErr   error  // a failed write by another goroutine
 	cancel     context.CancelFunc
-	done       chan struct{} // closed when the delivery goroutine exits
+	done       chan struct{} // closed when the receive goroutine exits
 
-	loopID  atomic.Uint64 // goroutine id of the delivery goroutine
-	scratch []*subscriber // delivery goroutine only
+	// The dispatch queue: calls the receive goroutine hands to the
+	// dispatch goroutine.
+	queue []func()
+	qwake chan struct{}
 }
 
 // waiter is a Subscribe waiting for the PONG of its token.
@@ -163,9 +168,6 @@ func (b *Redis) PSubscribe(ctx context.Context, pattern string, h Handler) (Subs
 func (b *Redis) subscribe(ctx context.Context, kind int, key string, h Handler) (*redisSubscription, error) {
 	if h == nil {
 		return nil, ErrNilHandler
-	}
-	if b.onLoop() {
-		return nil, ErrInHandler
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -248,7 +250,9 @@ func (b *Redis) register(ctx context.Context, kind int, key string, h Handler) (
 		var loopCtx context.Context
 		loopCtx, b.cancel = context.WithCancel(context.Background())
 		b.done = make(chan struct{})
+		b.qwake = make(chan struct{}, 1)
 		go b.run(loopCtx)
+		go b.dispatchLoop(b.qwake)
 	}
 	return w, ps, first, nil
 }
@@ -290,12 +294,6 @@ func (b *Redis) acquire(ctx context.Context) error {
 }
 
 func (b *Redis) release() { <-b.sem }
-
-// onLoop reports whether the caller is the delivery goroutine.
-func (b *Redis) onLoop() bool {
-	id := b.loopID.Load()
-	return id != 0 && goid() == id
-}
 
 func (b *Redis) dropWaiter(w *waiter) {
 	b.mu.Lock()
@@ -350,36 +348,42 @@ func (b *Redis) remove(kind int, key string, s *subscriber) {
 // receiver count (see Redis for Cluster). Errors (wrapped as
 // `pubsub: publish "channel": ...`): ErrClosed, ctx's error, a
 // cluster-topology error or the Redis error.
-func (b *Redis) Publish(ctx context.Context, channel string, payload []byte) (receivers int64, err error) {
-	if receivers, err = b.publish(ctx, b.prefix+channel, payload); err != nil {
-		return 0, fmt.Errorf("pubsub: publish %q: %w", channel, err)
-	}
-	return receivers, nil
+func (b *Redis) Publish(ctx context.Context, channel string, payload []byte) (int64, error) {
+	return b.PublishOp(channel, payload).Do(ctx)
 }
 
-func (b *Redis) publish(ctx context.Context, name string, payload []byte) (int64, error) {
-	b.mu.Lock()
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
-		return 0, ErrClosed
+// PublishOp is Publish as an operation: one command, which the Lua runtime
+// sends with its other tasks' commands (on Cluster, a work op: it is pinned
+// to the prefix's master, found through the cluster state).
+func (b *Redis) PublishOp(channel string, payload []byte) *store.Op[int64] {
+	if b.isClosed() {
+		return store.Failed[int64](fmt.Errorf("pubsub: publish %q: %w", channel, ErrClosed))
 	}
-	var c redis.Cmdable = b.client
-	if b.cluster != nil {
-		node, err := b.cluster.MasterForKey(ctx, b.prefix)
+	name := b.prefix + channel
+	wrap := func(n int64, err error) (int64, error) {
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("pubsub: publish %q: %w", channel, err)
 		}
-		c = node
+		return n, nil
 	}
-	return c.Publish(ctx, name, payload).Result()
+	if b.cluster != nil {
+		return store.Work(func(ctx context.Context) (int64, error) {
+			node, err := b.cluster.MasterForKey(ctx, b.prefix)
+			if err != nil {
+				return wrap(0, err)
+			}
+			return wrap(node.Publish(ctx, name, payload).Result())
+		})
+	}
+	cmd := redis.NewIntCmd(context.Background(), "publish", name, payload)
+	return store.Commands(b.client, func() (int64, error) { return wrap(cmd.Result()) }, cmd)
 }
 
-// Close stops the delivery goroutine and waits for it (unless called from
-// one of the bus's handlers, which the goroutine is running), closes the
-// subscription connection (the server drops its subscriptions), and fails
-// pending Subscribes with ErrClosed. No handler is called after it returns.
-// It does not close the Redis client. It is idempotent and returns nil.
+// Close stops the receive goroutine and waits for it, closes the
+// subscription connection (the server drops its subscriptions), fails
+// pending Subscribes with ErrClosed and stops the dispatch goroutine (queued
+// messages are dropped): no handler call starts after it returns. It does
+// not close the Redis client. It is idempotent and returns nil.
 func (b *Redis) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -397,7 +401,9 @@ func (b *Redis) Close() error {
 	}
 	b.topics = [2]map[string][]*subscriber{{}, {}}
 	ps, cancel, done := b.ps, b.cancel, b.done
+	b.queue = nil
 	b.mu.Unlock()
+	b.wakeDispatch()
 
 	for _, w := range waiters {
 		w.done <- ErrClosed
@@ -408,7 +414,7 @@ func (b *Redis) Close() error {
 	if ps != nil {
 		_ = ps.Close()
 	}
-	if done != nil && !b.onLoop() {
+	if done != nil {
 		<-done
 	}
 	for _, s := range subs {
@@ -431,13 +437,64 @@ func (u *redisSubscription) Unsubscribe() {
 	}
 }
 
-// ---- delivery goroutine ----
+// ---- the goroutines ----
 
-// run is the delivery goroutine: it receives from the subscription
-// connection until Close cancels ctx.
+// deliver queues fn for the dispatch goroutine.
+func (b *Redis) deliver(fn func()) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.queue = append(b.queue, fn)
+	b.mu.Unlock()
+	b.wakeDispatch()
+}
+
+func (b *Redis) wakeDispatch() {
+	select {
+	case b.qwake <- struct{}{}:
+	default:
+	}
+}
+
+// dispatchLoop is the dispatch goroutine: it runs queued calls in order
+// until the bus is closed.
+func (b *Redis) dispatchLoop(wake <-chan struct{}) {
+	var batch []func()
+	for range wake {
+		for {
+			b.mu.Lock()
+			closed := b.closed
+			batch, b.queue = b.queue, batch[:0]
+			b.mu.Unlock()
+			if closed {
+				return
+			}
+			if len(batch) == 0 {
+				break
+			}
+			for i, fn := range batch {
+				if b.isClosed() {
+					return
+				}
+				fn()
+				batch[i] = nil
+			}
+		}
+	}
+}
+
+func (b *Redis) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// run is the receive goroutine: it reads the subscription connection until
+// Close cancels ctx.
 func (b *Redis) run(ctx context.Context) {
 	defer close(b.done)
-	b.loopID.Store(goid())
 	backoff := b.minBackoff
 	awaiting := false // a PING is unanswered and nothing arrived since
 	for {
@@ -521,19 +578,20 @@ func (b *Redis) dispatch(m *redis.Message) {
 		kind, key = kindPattern, m.Pattern
 	}
 	b.mu.Lock()
-	b.scratch = append(b.scratch[:0], b.topics[kind][key]...)
+	subs := slices.Clone(b.topics[kind][key])
 	b.mu.Unlock()
-	if len(b.scratch) == 0 {
+	if len(subs) == 0 {
 		return
 	}
 	msg := Message{Channel: strings.TrimPrefix(m.Channel, b.prefix), Payload: []byte(m.Payload)}
 	if kind == kindPattern {
 		msg.Pattern = strings.TrimPrefix(m.Pattern, b.pprefix)
 	}
-	for _, s := range b.scratch {
-		callHandler(s, msg)
-	}
-	clear(b.scratch)
+	b.deliver(func() {
+		for _, s := range subs {
+			callHandler(s, msg)
+		}
+	})
 }
 
 // pong handles the answer to PING <token>: every waiter up to the token is
@@ -563,7 +621,7 @@ func (b *Redis) pong(payload string) bool {
 	}
 	b.mu.Unlock()
 	if up && b.ev.Up != nil {
-		b.ev.Up()
+		b.deliver(b.ev.Up)
 	}
 	return up
 }
@@ -590,7 +648,8 @@ func (b *Redis) outage(ctx context.Context, err error, backoff *time.Duration, d
 	b.down, b.recoverTok = true, 0
 	b.mu.Unlock()
 	if !wasDown && b.ev.Down != nil {
-		b.ev.Down(fmt.Errorf("pubsub: subscription connection: %w", err))
+		err := fmt.Errorf("pubsub: subscription connection: %w", err)
+		b.deliver(func() { b.ev.Down(err) })
 	}
 	if drop {
 		b.replace(ctx)

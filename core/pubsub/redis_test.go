@@ -317,8 +317,8 @@ func TestRedisSubscribeOrCloseFromHandler(t *testing.T) {
 	})
 	subscribe(t, b, "close", func(Message) { closed <- b.Close() })
 	publish(t, b, "sub", "")
-	if err := <-errs; !errors.Is(err, ErrInHandler) {
-		t.Fatalf("Subscribe from a handler = %v, want ErrInHandler", err)
+	if err := <-errs; err != nil {
+		t.Fatalf("Subscribe from a handler = %v, want it to work", err)
 	}
 	publish(t, b, "close", "")
 	select {
@@ -415,9 +415,9 @@ func TestRedisCloseStopsGoroutine(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if loopRunning() {
-		t.Fatal("delivery goroutine still running after Close returned")
-	}
+	// The receive goroutine has ended when Close returns; the dispatch
+	// goroutine (Close does not wait for a handler) ends right after.
+	waitNoLoop(t)
 	waitGoroutines(t, baseline)
 }
 
@@ -479,7 +479,8 @@ func loopRunning() bool {
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return strings.Contains(string(buf[:n]), "pubsub.(*Redis).run(")
+			st := string(buf[:n])
+			return strings.Contains(st, "pubsub.(*Redis).run(") || strings.Contains(st, "pubsub.(*Redis).dispatchLoop(")
 		}
 		buf = make([]byte, 2*len(buf))
 	}

@@ -79,9 +79,14 @@ func (o *Op[T]) Kind() Kind { return o.kind }
 // Do runs the Op and returns its result. A Redis Op is one round trip (one
 // pipeline when it has several commands); a script the server lost
 // (NOSCRIPT: a restart, SCRIPT FLUSH, a failover) is loaded and sent again.
+// With ctx already done, Do fails with ctx's error without running the op.
 // Do may be called once; later calls return the first result.
 func (o *Op[T]) Do(ctx context.Context) (T, error) {
 	if o.settled {
+		return o.val, o.err
+	}
+	if err := ctx.Err(); err != nil && o.kind != KindRedis {
+		o.settled, o.err = true, err
 		return o.val, o.err
 	}
 	switch o.kind {
@@ -115,43 +120,21 @@ func (o *Op[T]) Result() (T, error) {
 type Pending interface {
 	client() redis.UniversalClient
 	commands() []redis.Cmder
-	settle(err error)
+	settle()
 }
 
 func (o *Op[T]) client() redis.UniversalClient { return o.c }
 func (o *Op[T]) commands() []redis.Cmder       { return o.cmds }
 
-// settle decodes the replies; err is a failure of the whole batch.
-func (o *Op[T]) settle(err error) {
+// settle decodes the replies. The decoder reads every command's outcome,
+// a failed connection included (go-redis records it on each command), so
+// its errors can say which operation and key failed.
+func (o *Op[T]) settle() {
 	if o.settled {
 		return
 	}
 	o.settled = true
-	if err == nil {
-		for _, c := range o.cmds {
-			if c.Err() == nil || errors.Is(c.Err(), redis.Nil) {
-				continue
-			}
-			// The decoder sees per-command errors (redis.Nil is often a
-			// result); a transport error is the same for every command.
-			if !isReplyError(c.Err()) {
-				err = c.Err()
-				break
-			}
-		}
-	}
-	if err != nil {
-		o.err = err
-		return
-	}
 	o.val, o.err = o.decode()
-}
-
-// isReplyError reports an error the server answered (the command ran, or was
-// refused), as opposed to a failed connection.
-func isReplyError(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re)
 }
 
 // Batch sends the commands of many Redis Ops together: one pipeline per
@@ -203,7 +186,7 @@ func (b *Batch) Exec(ctx context.Context) {
 		}
 	}
 	for _, p := range b.ops {
-		p.settle(nil)
+		p.settle()
 	}
 	b.Reset()
 }
@@ -217,9 +200,11 @@ func containsClient(cs []redis.UniversalClient, c redis.UniversalClient) bool {
 	return false
 }
 
-// send runs cmds as one round trip. Each command records its own outcome
-// (go-redis sets a connection failure on every command it left without a
-// reply).
+// send runs cmds as one round trip. Each command records its own outcome.
+// go-redis does not record a connection failure on the commands of a
+// pipeline that never got a connection: those get Exec's error here (a
+// command that went out before the connection broke is reported failed too,
+// which is what any timeout is: its effect is unknown).
 func send(ctx context.Context, c redis.UniversalClient, cmds []redis.Cmder) {
 	if len(cmds) == 1 {
 		_ = c.Process(ctx, cmds[0])
@@ -229,7 +214,13 @@ func send(ctx context.Context, c redis.UniversalClient, cmds []redis.Cmder) {
 	for _, cmd := range cmds {
 		_ = pipe.Process(ctx, cmd)
 	}
-	_, _ = pipe.Exec(ctx)
+	if _, err := pipe.Exec(ctx); err != nil && !isReplyError(err) {
+		for _, cmd := range cmds {
+			if cmd.Err() == nil {
+				cmd.SetErr(err)
+			}
+		}
+	}
 }
 
 // noScript returns the script commands the server refused with NOSCRIPT,
@@ -321,3 +312,13 @@ type ScriptCmd struct {
 
 // Script returns the script the command runs.
 func (c *ScriptCmd) Script() *Script { return c.script }
+
+// isReplyError reports an error the server answered (redis.Nil, or an error
+// reply), as opposed to a failed connection.
+func isReplyError(err error) bool {
+	if errors.Is(err, redis.Nil) {
+		return true
+	}
+	var re redis.Error
+	return errors.As(err, &re)
+}

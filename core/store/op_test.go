@@ -206,3 +206,84 @@ func TestReplyShapes(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// Scripts keep working after the server lost them by restarting.
+func TestOpsAfterRedisRestart(t *testing.T) {
+	ctx := context.Background()
+	srv := testredis.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	if _, err := echoOp(c, "{r}", "1").Do(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart() // empty data and script cache
+	var err error
+	for i := 0; i < 50; i++ { // the first call may still meet the dropped connection
+		if _, err = echoOp(c, "{r}", "2").Do(ctx); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("after a restart: %v", err)
+	}
+	var b store.Batch
+	op := echoOp(c, "{r}", "3")
+	b.Add(op)
+	b.Exec(ctx)
+	if v, err := op.Result(); err != nil || v.n != 2 {
+		t.Fatalf("batch after a restart: %+v %v", v, err)
+	}
+}
+
+// Scripts keep working across a Sentinel failover to a replica that never
+// had them.
+func TestOpsAfterSentinelFailover(t *testing.T) {
+	ctx := context.Background()
+	master := testredis.StartServer(t)
+	_, mport, _ := strings.Cut(master.Addr, ":")
+	replica := testredis.StartServerWith(t, "--replicaof", "127.0.0.1", mport)
+	rc := redis.NewClient(&redis.Options{Addr: replica.Addr})
+	defer rc.Close()
+	waitFor(t, "the replica to sync", func() bool {
+		info, _ := rc.Info(ctx, "replication").Result()
+		return strings.Contains(info, "master_link_status:up")
+	})
+	sentinel := testredis.StartSentinel(t, "fo", master.Addr)
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "fo", SentinelAddrs: []string{sentinel.Addr},
+		DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond})
+	defer c.Close()
+	if _, err := echoOp(c, "{f}", "1").Do(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.ScriptFlush(ctx).Err(); err != nil { // the new master will not have the script
+		t.Fatal(err)
+	}
+	master.Stop()
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
+	defer sc.Close()
+	waitFor(t, "the failover", func() bool {
+		addr, err := sc.GetMasterAddrByName(ctx, "fo").Result()
+		return err == nil && addr[1] == strings.TrimPrefix(replica.Addr, "127.0.0.1:")
+	})
+	var got echo
+	waitFor(t, "an op to succeed on the new master", func() bool {
+		v, err := echoOp(c, "{f}", "2").Do(ctx)
+		got = v
+		return err == nil
+	})
+	if got.n < 2 { // the replicated increment plus this one
+		t.Fatalf("after the failover: %+v", got)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -120,15 +120,23 @@ func ping(t testing.TB, c redis.UniversalClient, where string) {
 // Server is a private redis-server process a test can stop and restart
 // (for reconnect tests). It listens on a fixed loopback port for its life.
 type Server struct {
-	Addr string
-	dir  string
-	cmd  *exec.Cmd
-	t    testing.TB
+	Addr  string
+	dir   string
+	cmd   *exec.Cmd
+	t     testing.TB
+	extra []string // more redis-server arguments (StartServerWith)
 }
 
 // StartServer starts a private redis-server on a free loopback port; it is
 // stopped when the test ends.
 func StartServer(t testing.TB) *Server {
+	t.Helper()
+	return StartServerWith(t)
+}
+
+// StartServerWith is StartServer with more redis-server arguments, such as
+// "--replicaof", "127.0.0.1", "6379".
+func StartServerWith(t testing.TB, args ...string) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("this test needs the redis-server binary (run `make test`, which installs it): %v", err)
@@ -139,7 +147,33 @@ func StartServer(t testing.TB) *Server {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	s := &Server{Addr: addr, dir: t.TempDir(), t: t}
+	s := &Server{Addr: addr, dir: t.TempDir(), t: t, extra: args}
+	s.Start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// StartSentinel starts a private Sentinel watching master (host:port) as
+// master; it declares the master down after 500ms. It is stopped when the
+// test ends; the returned Server's Addr is the Sentinel's.
+func StartSentinel(t testing.TB, name, master string) *Server {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(master)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	_, sport, _ := net.SplitHostPort(addr)
+	conf := fmt.Sprintf("port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor %s %s %s 1\n"+
+		"sentinel down-after-milliseconds %s 500\nsentinel failover-timeout %s 5000\n", sport, dir, name, host, port, name, name)
+	path := filepath.Join(dir, "sentinel.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Addr: addr, dir: dir, t: t, extra: []string{"sentinel-conf:" + path}}
 	s.Start()
 	t.Cleanup(s.Stop)
 	return s
@@ -152,9 +186,14 @@ func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 func (s *Server) Start() {
 	s.t.Helper()
 	_, port, _ := net.SplitHostPort(s.Addr)
-	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir,
-		"--logfile", filepath.Join(s.dir, "redis.log"))
+	if len(s.extra) == 1 && strings.HasPrefix(s.extra[0], "sentinel-conf:") {
+		s.cmd = exec.Command("redis-server", strings.TrimPrefix(s.extra[0], "sentinel-conf:"), "--sentinel",
+			"--logfile", filepath.Join(s.dir, "redis.log"))
+	} else {
+		s.cmd = exec.Command("redis-server", append([]string{"--port", port, "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", s.dir,
+			"--logfile", filepath.Join(s.dir, "redis.log")}, s.extra...)...)
+	}
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}

@@ -9,7 +9,12 @@
 --   * sleep, spawn, now_ms, owner, log: always;
 --   * global: when global.enabled is true (the default);
 --   * mutex, rwlock, spinlock, distributed_mutex, distributed_rwlock, lock:
---     when global.enabled and lock.enabled are true (the defaults).
+--     when global.enabled and lock.enabled are true (the defaults);
+--   * rank: when global.enabled and rank.enabled are true (the defaults);
+--   * queue, delay_queue, priority_queue, reliable_queue, broadcast_queue:
+--     when global.enabled and queue.enabled are true (the defaults);
+--   * rate_limiter: when global.enabled and rate_limiter.enabled are true
+--     (the defaults).
 --
 -- Durations are milliseconds. Calls marked "blocking" suspend only the calling
 -- task (see docs/runtime.md); they raise "cannot block here" inside
@@ -340,5 +345,592 @@ function shield.distributed_rwlock(name, opts) end
 --- The lock manager.
 ---@return shield.lock_manager
 function shield.lock() end
+
+-- ---------------------------------------------------------------------------
+-- Leaderboards: shield.rank (docs/rank.md)
+-- ---------------------------------------------------------------------------
+
+--- Options of shield.rank(name, opts).
+---@class shield.rank_options
+---@field max_members? integer cap on members, 1..2^31-1 (default rank.max_members); a full board admits only a newcomer that would rank before the last member, who is then dropped
+---@field ties? "reach"|"uid" order of equal scores: who reached the score first (default), or descending uid (plain Redis order)
+---@field reset? "daily"|"weekly"|"monthly" archive and clear periodically (needs the scheduler); weekly on Mondays, monthly on the 1st
+---@field reset_time? string "HH:MM" in UTC (default "00:00"); only with reset
+---@field archive? boolean archive the top max_members before clearing (default rank.reset.enabled); only with reset
+---@field distributed? boolean run the reset in one process of those that declared it (default true); only with reset
+
+--- One entry of a board.
+---@class shield.rank_entry
+---@field uid string
+---@field score number
+---@field rank integer 1 = best
+
+---@class shield.rank_around
+---@field above shield.rank_entry[] up to n better-ranked entries, best first
+---@field target shield.rank_entry
+---@field below shield.rank_entry[] up to n worse-ranked entries, best first
+
+---@class shield.rank_snapshot
+---@field entries shield.rank_entry[]
+---@field count integer members on the board
+---@field version integer the board version the entries belong to
+
+--- A leaderboard. Higher scores rank first. Every method is blocking on
+--- Redis (one round trip). uids are non-empty strings; scores are finite
+--- numbers (integers exact up to 2^53). Every write returns the board
+--- version last: it grows by one with every change and never otherwise.
+---@class shield.rank
+local rank = {}
+
+--- Sets uid's score. mode "max" only raises it, "min" only lowers it
+--- ("set", the default, always sets). A uid not on the board is inserted.
+--- Returns uid's score after the call (nil when uid was new and a full board
+--- did not admit it), whether the board changed, and the version.
+---@param uid string
+---@param score number
+---@param opts? { mode?: "set"|"max"|"min" }
+---@return number? score
+---@return boolean changed
+---@return integer version
+function rank:update(uid, score, opts) end
+
+--- Sets many scores in one atomic step (one version), applied in uid order.
+--- Returns the number of members changed and the version.
+---@param scores table<string, number>
+---@return integer changed
+---@return integer version
+function rank:mupdate(scores) end
+
+--- Adds delta to uid's score (a new uid starts at 0). Returns the new score
+--- (nil when a full board did not admit uid) and the version.
+---@param uid string
+---@param delta number
+---@return number? score
+---@return integer version
+function rank:incr(uid, delta) end
+
+--- Removes uid. Returns whether it was on the board, and the version.
+---@param uid string
+---@return boolean removed
+---@return integer version
+function rank:remove(uid) end
+
+--- Removes every member. Returns how many, and the version.
+---@return integer removed
+---@return integer version
+function rank:clear() end
+
+--- Exchanges the places of a and b atomically (a takes b's score and place,
+--- b takes a's; nobody else moves). With expect, only if a's and b's scores
+--- are still the given ones. Returns the new scores of a and b and the
+--- version; nil, "not_found" when either is absent (nobody is inserted);
+--- nil, "version_conflict" when a score is not the expected one.
+---@param a string
+---@param b string
+---@param opts? { expect: table<string, number> }
+---@return number|nil score_a
+---@return number|"not_found"|"version_conflict" score_b_or_reason
+---@return integer? version
+function rank:swap(a, b, opts) end
+
+--- uid's rank (1 = best), or nil when uid is not on the board.
+---@param uid string
+---@return integer?
+function rank:position(uid) end
+
+--- uid's score, or nil when uid is not on the board.
+---@param uid string
+---@return number?
+function rank:score(uid) end
+
+--- The best n entries (n >= 1), best first.
+---@param n integer
+---@return shield.rank_entry[]
+function rank:top(n) end
+
+--- The entries ranked start..stop (1-based, inclusive, start <= stop).
+---@param start integer
+---@param stop integer
+---@return shield.rank_entry[]
+function rank:range(start, stop) end
+
+--- The entries with min <= score <= max (bounds may be +-1/0), best first,
+--- at most max_members of them.
+---@param min number
+---@param max number
+---@return shield.rank_entry[]
+function rank:range_by_score(min, max) end
+
+--- uid's entry with up to n entries on each side, or nil, "not_found".
+---@param uid string
+---@param n integer
+---@return shield.rank_around|nil
+---@return "not_found"?
+function rank:around(uid, n) end
+
+--- The number of members.
+---@return integer
+function rank:count() end
+
+--- The board version (0 for a board never written).
+---@return integer
+function rank:version() end
+
+--- The entries ranked start..stop with the member count and the version
+--- they belong to, read in one atomic step.
+---@param start integer
+---@param stop integer
+---@return shield.rank_snapshot
+function rank:snapshot(start, stop) end
+
+--- The entries archived by the reset of a period: date is "YYYYMMDD" (the
+--- UTC date the period began) or Unix milliseconds of any moment of that
+--- day. nil, "not_found" when there is none (never archived, or expired
+--- after rank.reset.archive_ttl).
+---@param date string|integer
+---@return shield.rank_entry[]|nil
+---@return "not_found"?
+function rank:archive(date) end
+
+--- Returns a handle on the leaderboard name (no I/O); handles of one name
+--- share the board. With reset, registers the periodic reset task
+--- "rank:<name>:reset" once per process (raises without the scheduler).
+---@param name string
+---@param opts? shield.rank_options
+---@return shield.rank
+function shield.rank(name, opts) end
+-- Queues (docs/queues.md)
+-- ---------------------------------------------------------------------------
+
+--- A message: nil is refused; booleans, finite numbers, strings and tables of
+--- those (as shield.global():set accepts).
+---@alias shield.message boolean|number|string|table
+
+--- Options of a queue; each overrides the `queue:` config for this queue.
+--- Plain, delay and priority queues take max_length and message_ttl only.
+---@class shield.queue_options
+---@field max_length? integer messages held; a push past it returns nil, "full"
+---@field message_ttl? integer ms; undelivered messages older than this are dropped at delivery (0: never)
+---@field max_retries? integer reliable/broadcast: deliveries after the first before dead-lettering
+---@field retry_delay? integer reliable/broadcast: ms; consume's nack delay after an error, nack()'s default
+---@field visibility_timeout? integer reliable/broadcast: ms; an unsettled delivery goes to another consumer after it
+---@field dead_letter? {enabled?: boolean, max_length?: integer, ttl?: integer}
+
+---@class shield.consume_options
+---@field concurrency? integer handlers running at once, 1..10000 (default 1)
+
+--- A running consumer (q:consume, q:subscribe). It keeps `shield run` up
+--- until it stops.
+---@class shield.queue_consumer
+local queue_consumer = {}
+
+--- Takes no new message and waits until the running handlers end (at most
+--- timeout_ms, default 30000; their messages are then released for
+--- redelivery). From one of its own handlers it returns at once. Blocking.
+---@param timeout_ms? number
+---@return boolean ok
+---@return string? err settles that could not be sent
+function queue_consumer:stop(timeout_ms) end
+
+--- shield.queue(name): FIFO, at most once. Redis List.
+---@class shield.queue
+local plain_queue = {}
+
+--- Appends msg. Blocking (Redis).
+---@param msg shield.message
+---@return true|nil ok
+---@return "full"? reason
+function plain_queue:push(msg) end
+
+--- Appends every message, atomically: all or none.
+---@param msgs shield.message[]
+---@return true|nil ok
+---@return "full"? reason
+function plain_queue:push_batch(msgs) end
+
+--- The oldest message; nil when empty. With timeout_ms > 0 the calling task
+--- waits up to that long: nil, "timeout". Blocking.
+---@param timeout_ms? number
+---@return shield.message? msg
+---@return "timeout"? reason
+function plain_queue:pop(timeout_ms) end
+
+---@return integer
+function plain_queue:length() end
+
+--- Drops every message; returns how many there were.
+---@return integer
+function plain_queue:purge() end
+
+--- Runs fn(msg) as a task for every message, up to opts.concurrency at once.
+--- An error is logged with its traceback and counted.
+---@param name string consumer label
+---@param fn fun(msg: shield.message)
+---@param opts? shield.consume_options
+---@return shield.queue_consumer
+function plain_queue:consume(name, fn, opts) end
+
+--- Ops facts: {name, kind, length, pending, ready, in_flight, retrying,
+--- consumers, local_consumers, dead_letters, expired, trimmed, reclaimed,
+--- nacked, dead_lettered, dead_dropped[, groups]}.
+---@return table
+function plain_queue:stats() end
+
+---@return string
+function plain_queue:name() end
+
+--- shield.delay_queue(name): messages become deliverable at a due time
+--- (Redis server time); oldest due first. Redis sorted set.
+---@class shield.delay_queue
+local delay_queue = {}
+
+--- Adds msg, due delay_ms from now (>= 0).
+---@param msg shield.message
+---@param delay_ms number
+---@return true|nil ok
+---@return "full"? reason
+function delay_queue:push(msg, delay_ms) end
+
+--- Adds msg, due at a Unix time in seconds (fractions allowed; the past is
+--- due at once).
+---@param msg shield.message
+---@param unix_seconds number
+---@return true|nil ok
+---@return "full"? reason
+function delay_queue:push_at(msg, unix_seconds) end
+
+--- The message due longest; nil when none is due. With timeout_ms the task
+--- waits (until the next due time or a push). Blocking.
+---@param timeout_ms? number
+---@return shield.message? msg
+---@return "timeout"? reason
+function delay_queue:pop(timeout_ms) end
+
+--- Messages not yet due.
+---@return integer
+function delay_queue:pending() end
+
+--- Messages due.
+---@return integer
+function delay_queue:ready() end
+
+---@return integer
+function delay_queue:length() end
+
+---@return integer
+function delay_queue:purge() end
+
+---@param name string
+---@param fn fun(msg: shield.message)
+---@param opts? shield.consume_options
+---@return shield.queue_consumer
+function delay_queue:consume(name, fn, opts) end
+
+---@return table
+function delay_queue:stats() end
+
+---@return string
+function delay_queue:name() end
+
+--- shield.priority_queue(name): smallest priority first, FIFO among equals.
+---@class shield.priority_queue
+local priority_queue = {}
+
+--- Adds msg with priority (any number but NaN; smaller comes first).
+---@param msg shield.message
+---@param priority number
+---@return true|nil ok
+---@return "full"? reason
+function priority_queue:push(msg, priority) end
+
+---@param timeout_ms? number
+---@return shield.message? msg
+---@return "timeout"? reason
+function priority_queue:pop(timeout_ms) end
+
+---@return integer
+function priority_queue:length() end
+
+---@return integer
+function priority_queue:purge() end
+
+---@param name string
+---@param fn fun(msg: shield.message)
+---@param opts? shield.consume_options
+---@return shield.queue_consumer
+function priority_queue:consume(name, fn, opts) end
+
+---@return table
+function priority_queue:stats() end
+
+---@return string
+function priority_queue:name() end
+
+--- A reliable delivery, held by the task that popped it: extended while
+--- held; released for immediate redelivery when the task ends unsettled.
+---@class shield.queue_handle
+local queue_handle = {}
+
+--- Settles the message. nil, "not_held" when its visibility timeout passed
+--- and another delivery was made. Settling twice raises. Blocking.
+---@return true|nil ok
+---@return "not_held"? reason
+function queue_handle:ack() end
+
+--- Redelivers the message after delay_ms (default retry_delay); true,
+--- "dead_letter" when that was its last allowed delivery. Blocking.
+---@param delay_ms? number
+---@return true|nil ok
+---@return "dead_letter"|"not_held"|nil info
+function queue_handle:nack(delay_ms) end
+
+--- Deliveries so far, this one included.
+---@return integer
+function queue_handle:deliveries() end
+
+---@return string
+function queue_handle:id() end
+
+--- A dead letter of a reliable or broadcast queue.
+---@class shield.dead_letter
+---@field id string
+---@field message_id string
+---@field message shield.message
+---@field deliveries integer
+---@field at integer ms
+---@field group? string broadcast group
+
+---@class shield.dead_letters
+local dead_letters = {}
+
+--- Oldest first; defaults 0, 100.
+---@param start? integer
+---@param count? integer
+---@return shield.dead_letter[]
+function dead_letters:range(start, count) end
+
+---@return integer
+function dead_letters:length() end
+
+--- Puts dead letter id back as a new message (fresh delivery count).
+---@param id string
+---@return true|nil ok
+---@return "not_found"|"full"|nil reason
+function dead_letters:requeue(id) end
+
+--- Moves dead letters back while the queue has room; n, "full" when some stayed.
+---@return integer moved
+---@return "full"? reason
+function dead_letters:requeue_all() end
+
+---@return integer
+function dead_letters:purge() end
+
+--- shield.reliable_queue(name): at least once, ack / nack, retries, dead
+--- letters, crash recovery. Redis Stream with a consumer group.
+---@class shield.reliable_queue
+local reliable_queue = {}
+
+--- Appends msg; returns its id.
+---@param msg shield.message
+---@return string|nil id
+---@return "full"? reason
+function reliable_queue:push(msg) end
+
+---@param msgs shield.message[]
+---@return string[]|nil ids
+---@return "full"? reason
+function reliable_queue:push_batch(msgs) end
+
+--- msg, handle; nil (nothing, no timeout) or nil, "timeout". Blocking.
+---@param timeout_ms? number
+---@return shield.message? msg
+---@return shield.queue_handle|"timeout"|nil handle
+function reliable_queue:pop(timeout_ms) end
+
+--- handle:ack() for a handle of this queue (another queue's raises).
+---@param handle shield.queue_handle
+---@return true|nil ok
+---@return "not_held"? reason
+function reliable_queue:ack(handle) end
+
+---@param handle shield.queue_handle
+---@param delay_ms? number
+---@return true|nil ok
+---@return "dead_letter"|"not_held"|nil info
+function reliable_queue:nack(handle, delay_ms) end
+
+--- Messages not acknowledged yet (waiting, in flight, retrying).
+---@return integer
+function reliable_queue:length() end
+
+---@return integer
+function reliable_queue:purge() end
+
+---@return shield.dead_letters
+function reliable_queue:dead_letter() end
+
+--- Success acks; an error nacks after retry_delay (logged, counted).
+---@param name string
+---@param fn fun(msg: shield.message)
+---@param opts? shield.consume_options
+---@return shield.queue_consumer
+function reliable_queue:consume(name, fn, opts) end
+
+---@return table
+function reliable_queue:stats() end
+
+---@return string
+function reliable_queue:name() end
+
+--- shield.broadcast_queue(name): every subscriber group gets every message;
+--- one consumer per group handles each. Redis Stream + pub/sub.
+---@class shield.broadcast_queue
+local broadcast_queue = {}
+
+--- Appends msg for every group (never refused: past max_length the oldest
+--- entries are trimmed, counted); returns its id.
+---@param msg shield.message
+---@return string id
+function broadcast_queue:push(msg) end
+
+--- fn(msg) runs as a task for every message of group (created now if new:
+--- it receives messages pushed from now on). Success acks; an error nacks
+--- for this group only. Blocking (until the group exists).
+---@param group string
+---@param fn fun(msg: shield.message)
+---@param opts? shield.consume_options
+---@return shield.queue_consumer
+function broadcast_queue:subscribe(group, fn, opts) end
+
+--- The same as subscribe(group, fn, opts).
+---@param group string
+---@param fn fun(msg: shield.message)
+---@param opts? shield.consume_options
+---@return shield.queue_consumer
+function broadcast_queue:consume(group, fn, opts) end
+
+--- Entries retained.
+---@return integer
+function broadcast_queue:length() end
+
+---@return shield.dead_letters
+function broadcast_queue:dead_letter() end
+
+---@return table
+function broadcast_queue:stats() end
+
+---@return string
+function broadcast_queue:name() end
+
+---@param name string
+---@param opts? shield.queue_options
+---@return shield.queue
+function shield.queue(name, opts) end
+
+---@param name string
+---@param opts? shield.queue_options
+---@return shield.delay_queue
+function shield.delay_queue(name, opts) end
+
+---@param name string
+---@param opts? shield.queue_options
+---@return shield.priority_queue
+function shield.priority_queue(name, opts) end
+
+---@param name string
+---@param opts? shield.queue_options
+---@return shield.reliable_queue
+function shield.reliable_queue(name, opts) end
+
+---@param name string
+---@param opts? shield.queue_options
+---@return shield.broadcast_queue
+function shield.broadcast_queue(name, opts) end
+
+-- ---------------------------------------------------------------------------
+-- Rate limiter (docs/rate_limiter.md)
+-- ---------------------------------------------------------------------------
+
+--- Options of shield.rate_limiter. A token bucket takes `rate` (and
+--- `burst`); a sliding window takes `window` and `max_requests` with
+--- `sliding = true` (or `algorithm = "sliding_window"`). Without `algorithm`
+--- and `sliding` the config's rate_limiter.algorithm decides. Unknown keys,
+--- options of the other algorithm and impossible values raise.
+---@class shield.rate_limiter_options
+---@field rate? number token bucket: tokens per second, for the whole cluster on Redis; finite, > 0
+---@field burst? number token bucket: capacity, >= 1; default: rate (at least 1)
+---@field window? number sliding window: length in ms, >= 1
+---@field max_requests? integer sliding window: requests any window may hold, >= 1
+---@field sliding? boolean true: a sliding window; false: a token bucket
+---@field algorithm? "token_bucket"|"sliding_window"
+
+---@class shield.rate_limiter_stats
+---@field name string
+---@field algorithm "token_bucket"|"sliding_window"
+---@field active integer keys with local state in this process (a Redis sliding window keeps none)
+---@field allowed integer
+---@field rejected integer refused as over the limit
+---@field unavailable integer sliding window: refused because Redis did not answer
+---@field degraded integer token bucket: decisions made while the key's share had lapsed (Redis unreachable or the sync late); also in allowed/rejected
+---@field rejected_today integer rejected + unavailable since UTC midnight
+---@field processes integer processes sharing the token bucket at its last sync (1 on memory)
+
+--- A rate limiter: one per name and process (every Lua state of the process
+--- gets the same one). Keys are non-empty strings; each key has its own
+--- bucket or window.
+---
+--- Token bucket: allow, remaining and wait decide in local memory and never
+--- call Redis (about 0.3 µs from Lua); on Redis each process holds a share
+--- of each key's global rate and burst, reported every sync_interval.
+--- Sliding window: allow and remaining are one Redis script call each
+--- (blocking) on server time; exact.
+---@class shield.rate_limiter
+local rate_limiter = {}
+
+--- Takes `n` (default 1, an integer >= 1) requests of `key` if they fit.
+--- Token bucket: never blocks, never calls Redis. Sliding window: blocking;
+--- with Redis unreachable it answers false, "unavailable".
+---@param key string
+---@param n? integer
+---@return boolean allowed
+---@return "rejected"|"unavailable"? reason
+function rate_limiter:allow(key, n) end
+
+--- How many more requests of one `key` would be allowed now: the tokens of
+--- this process's bucket (token bucket), or the room left in the window
+--- (sliding window: blocking; raises when Redis is unreachable).
+---@param key string
+---@return integer
+function rate_limiter:remaining(key) end
+
+--- Waits up to `timeout_ms` (>= 0; 0 tries once) until `n` (default 1)
+--- requests of `key` are allowed, and takes them. Blocks only the calling
+--- task. Token bucket: waits on local timers, never calls Redis. Sliding
+--- window: retries when the window has room again; false, "unavailable" at
+--- once when Redis is unreachable. Raises when `n` exceeds burst or
+--- max_requests (it could never be granted). Blocking.
+---@param key string
+---@param timeout_ms number
+---@param n? integer
+---@return boolean ok
+---@return "timeout"|"unavailable"? reason
+function rate_limiter:wait(key, timeout_ms, n) end
+
+--- This process's counters of the limiter.
+---@return shield.rate_limiter_stats
+function rate_limiter:stats() end
+
+--- The limiter's name.
+---@return string
+function rate_limiter:name() end
+
+--- The limiter called `name` (non-empty, not starting with '}'), created
+--- with `opts` the first time; asking again with other options raises.
+--- Nil when rate_limiter.enabled is false.
+---@param name string
+---@param opts shield.rate_limiter_options
+---@return shield.rate_limiter
+function shield.rate_limiter(name, opts) end
 
 return shield

@@ -10,8 +10,15 @@
 --   M.install(env)   defines describe/context, it, pending, before_each,
 --                    after_each, setup/teardown (+ lazy_/strict_ aliases) and
 --                    assert in env (default _G); returns env
---   M.run(write)     runs and reports the registered tests, resets the
---                    registry, returns passed, failed, skipped
+--   M.run(write [, opts])  runs and reports the registered tests, resets the
+--                    registry, returns passed, failed, skipped. opts (all
+--                    optional): call(fn, name) runs user code instead of the
+--                    global pcall and returns like pcall (the host runs each
+--                    test as a task with a timeout); report(kind, name, text)
+--                    is told each result ("ok", "fail", "pending") as it
+--                    happens, with the failure message (and traceback) or
+--                    the pending reason; summary = false leaves out the
+--                    summary line
 --   M.reset()        drops every registered test
 --   M.assert         the luassert-style assert table (also callable)
 --   M.serialize(v)   the deterministic value printer used in messages
@@ -625,9 +632,26 @@ do
   end
 end
 
+-- An unknown assertion name is an error that names it (assert.are.banana),
+-- not "attempt to call a nil value".
+local function unknown(space)
+  return {
+    __index = function(_, k)
+      error("unknown assertion '" .. tostring(k) .. "' (assert" .. space .. "." .. tostring(k) .. ")", CALLER_LEVEL)
+    end,
+  }
+end
+for i = 1, #POS_SPACES do
+  setmetatable(assert_tbl[POS_SPACES[i]], unknown("." .. POS_SPACES[i]))
+end
+for i = 1, #NEG_SPACES do
+  setmetatable(assert_tbl[NEG_SPACES[i]], unknown("." .. NEG_SPACES[i]))
+end
+
 -- assert(v [, msg, ...]): plain truthiness assertion with Lua's semantics
 -- (returns all its arguments on success). Calls no user code.
 setmetatable(assert_tbl, {
+  __index = unknown("").__index,
   __call = function(_, ...)
     local v = ...
     if not v then
@@ -762,9 +786,14 @@ local INDENT = "    "
 -- Calls user code through the global pcall (looked up at call time, the host
 -- may have replaced it with a yield-safe version). Plain call, no iterator or
 -- metamethod in between, so test bodies may yield.
-local function call_user(fn)
+local function call_user(fn, name)
   state.in_user_code = true
-  local ok, err = pcall(fn)
+  local ok, err
+  if state.call then
+    ok, err = state.call(fn, name)
+  else
+    ok, err = pcall(fn)
+  end
   state.in_user_code = false
   return ok, err
 end
@@ -796,9 +825,16 @@ local function write_indented(ctx, text)
   end
 end
 
+local function told(ctx, kind, name, text)
+  if ctx.report then
+    ctx.report(kind, name, text)
+  end
+end
+
 local function report_ok(ctx, name)
   ctx.passed = ctx.passed + 1
   ctx.write("ok - " .. name)
+  told(ctx, "ok", name)
 end
 
 local function report_pending(ctx, name, reason)
@@ -807,22 +843,29 @@ local function report_pending(ctx, name, reason)
   if reason ~= nil and reason ~= "" then
     write_indented(ctx, tostring(reason))
   end
+  told(ctx, "pending", name, reason ~= nil and tostring(reason) or nil)
 end
 
 -- errs: list of { phase, err }; phase is nil for the test body itself
 local function report_fail(ctx, name, errs)
   ctx.failed = ctx.failed + 1
-  ctx.write("FAIL - " .. name)
+  local parts = {}
   for i = 1, #errs do
     local phase, err = errs[i][1], errs[i][2]
     local msg, tb = error_parts(err)
     if phase then
       msg = phase .. ": " .. msg
     end
-    write_indented(ctx, msg)
+    parts[#parts + 1] = msg
     if tb then
-      write_indented(ctx, tb)
+      parts[#parts + 1] = tb
     end
+  end
+  local text = tconcat(parts, "\n")
+  told(ctx, "fail", name, text)
+  ctx.write("FAIL - " .. name)
+  for i = 1, #parts do
+    write_indented(ctx, parts[i])
   end
 end
 
@@ -867,7 +910,7 @@ local function run_test(ctx, test, names, befores, afters)
   local errs = {}
   local pending_reason, is_pend = nil, false
   for i = 1, #befores do
-    local ok, err = call_user(befores[i])
+    local ok, err = call_user(befores[i], name .. " (before_each)")
     if not ok then
       if is_pending(err) then
         is_pend, pending_reason = true, err.reason
@@ -878,7 +921,7 @@ local function run_test(ctx, test, names, befores, afters)
     end
   end
   if #errs == 0 and not is_pend then
-    local ok, err = call_user(test.fn)
+    local ok, err = call_user(test.fn, name)
     if not ok then
       if is_pending(err) then
         is_pend, pending_reason = true, err.reason
@@ -889,7 +932,7 @@ local function run_test(ctx, test, names, befores, afters)
   end
   -- after_each always runs, even when before_each or the body failed
   for i = 1, #afters do
-    local ok, err = call_user(afters[i])
+    local ok, err = call_user(afters[i], name .. " (after_each)")
     if not ok then
       errs[#errs + 1] = { "after_each", err }
     end
@@ -933,7 +976,7 @@ local function run_block(ctx, block, names, befores, afters)
   local setup_err, setup_failed = nil, false
   if runnable then
     for i = 1, #block.setup do
-      local ok, err = call_user(block.setup[i])
+      local ok, err = call_user(block.setup[i], join(names, "(setup)"))
       if not ok then
         setup_err, setup_failed = err, true
         break
@@ -962,7 +1005,7 @@ local function run_block(ctx, block, names, befores, afters)
   if runnable then
     -- teardown runs even after a failed setup, to undo a partial setup
     for i = 1, #block.teardown do
-      local ok, err = call_user(block.teardown[i])
+      local ok, err = call_user(block.teardown[i], join(names, "(teardown)"))
       if not ok then
         report_fail(ctx, join(names, "(teardown)"), { { "teardown", err } })
       end
@@ -973,19 +1016,24 @@ end
 -- Runs every registered test, writes the report through write(line) and
 -- returns passed, failed, skipped. The registry is reset first, so tests
 -- registered from here on belong to the next run.
-function M.run(write)
+function M.run(write, opts)
   if write == nil then
     write = print
   end
+  opts = opts or {}
   local root = state.root
   M.reset()
-  local ctx = { write = write, passed = 0, failed = 0, skipped = 0 }
+  state.call = opts.call
+  local ctx = { write = write, report = opts.report, passed = 0, failed = 0, skipped = 0 }
   run_block(ctx, root, {}, {}, {})
-  local summary = ctx.passed .. " passed, " .. ctx.failed .. " failed"
-  if ctx.skipped > 0 then
-    summary = summary .. ", " .. ctx.skipped .. " skipped"
+  state.call = nil
+  if opts.summary ~= false then
+    local summary = ctx.passed .. " passed, " .. ctx.failed .. " failed"
+    if ctx.skipped > 0 then
+      summary = summary .. ", " .. ctx.skipped .. " skipped"
+    end
+    write(summary)
   end
-  write(summary)
   return ctx.passed, ctx.failed, ctx.skipped
 end
 

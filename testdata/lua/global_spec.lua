@@ -75,15 +75,26 @@ describe("shield.global KV", function()
 	end)
 
 	it("counts exactly from many concurrent tasks", function()
-		local done = 0
-		for _ = 1, 20 do
+		-- The tasks interleave on every backend (the yield after each incr
+		-- lets the others in), and every increment counts.
+		local done, order = 0, {}
+		for t = 1, 20 do
 			shield.spawn(function()
-				for _ = 1, 10 do g:incr(key("concurrent")) end
+				for _ = 1, 10 do
+					g:incr(key("concurrent"))
+					order[#order + 1] = t
+					shield.sleep(0)
+				end
 				done = done + 1
 			end)
 		end
 		assert.is_true(wait_for(function() return done == 20 end))
 		assert.are.equal(200, g:get(key("concurrent")))
+		local switches = 0
+		for i = 2, #order do
+			if order[i] ~= order[i - 1] then switches = switches + 1 end
+		end
+		assert.is_true(switches > 20, "the tasks did not interleave (" .. switches .. " switches)")
 	end)
 
 	it("refuses to incr a value that is not a number", function()
@@ -112,9 +123,16 @@ end)
 describe("shield.global local cache", function()
 	it("serves cached reads until a write evicts them", function()
 		g:set(key("hot"), "v1")
-		assert.are.equal("v1", g:get_cached(key("hot"), 60000))
+		local before = g:cache_stats()
+		assert.is_true(before.enabled)
+		assert.are.equal("v1", g:get_cached(key("hot"), 60000)) -- a miss fills the cache
+		assert.are.equal("v1", g:get_cached(key("hot"), 60000)) -- served from it
+		local after = g:cache_stats()
+		assert.are.equal(before.misses + 1, after.misses)
+		assert.are.equal(before.hits + 1, after.hits)
 		g:set(key("hot"), "v2")
 		assert.are.equal("v2", g:get_cached(key("hot"), 60000))
+		assert.are.equal(after.misses + 1, g:cache_stats().misses) -- the write evicted it
 	end)
 
 	it("invalidates on demand", function()

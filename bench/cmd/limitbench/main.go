@@ -1,0 +1,421 @@
+// Command limitbench measures shield.rate_limiter against its baselines and
+// peers in one run on one Redis server, and prints a markdown report
+// (docs/rate_limiter.md and docs/performance.md quote it):
+//
+//   - token-bucket allow() from Lua against an empty Go function and an
+//     empty Go method called from Lua the same way (the spec: < 1 µs);
+//   - the token bucket's Allow from Go against golang.org/x/time/rate;
+//   - decisions per second against go-redis/redis_rate (GCRA, one Redis
+//     call per decision) on the same Redis: the token bucket (local
+//     decisions, shares synced every interval) and the sliding window (one
+//     script call per decision), 32 goroutines each;
+//   - sliding-window allow() from 32 tasks of one runtime against the raw
+//     EVALSHA of the same script from 32 goroutines, and an empty script.
+//
+// Cases run in interleaved rounds (round 1 of every case, then round 2,
+// ...); each ratio is computed per round and the median of the rounds is
+// reported, so a busy moment of the machine hits both sides alike.
+//
+//	bash scripts/with-redis.sh sh -c 'cd bench && go run ./cmd/limitbench'   # from the repo root
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	lua "github.com/yuin/gopher-lua"
+	"golang.org/x/time/rate"
+
+	shieldglobal "github.com/shieldrt/shieldglobal"
+	"github.com/shieldrt/shieldglobal/config"
+	"github.com/shieldrt/shieldglobal/core/ratelimit"
+)
+
+var (
+	flagRedis   = flag.String("redis", os.Getenv("SHIELD_TEST_REDIS_URL"), "Redis URL, loopback only (default $SHIELD_TEST_REDIS_URL)")
+	flagSlice   = flag.Duration("slice", time.Second, "measuring time of one throughput case in one round")
+	flagRounds  = flag.Int("rounds", 3, "interleaved rounds")
+	flagTasks   = flag.Int("tasks", 32, "concurrent tasks (and goroutines) of the Redis cases")
+	flagLuaOps  = flag.Int("lua-ops", 2_000_000, "iterations of each in-process Lua loop")
+	flagGoOps   = flag.Int("go-ops", 10_000_000, "iterations of each Go decision loop")
+	flagScripts = flag.String("scripts", "../core/ratelimit/scripts", "directory of the limiter's Lua scripts (for the raw EVALSHA case)")
+)
+
+// never is a rate no run reaches: every request is allowed, so each case
+// measures the decision itself.
+const never = 1e12
+
+func main() {
+	flag.Parse()
+	ctx := context.Background()
+	opt, err := redis.ParseURL(*flagRedis)
+	if err != nil || *flagRedis == "" {
+		fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
+	}
+	if !strings.HasPrefix(opt.Addr, "127.0.0.1:") && !strings.HasPrefix(opt.Addr, "localhost:") {
+		fatalf("-redis %s: loopback only", opt.Addr)
+	}
+	rc := redis.NewClient(opt)
+	defer rc.Close()
+	if err := rc.Ping(ctx).Err(); err != nil {
+		fatalf("Redis at %s: %v", opt.Addr, err)
+	}
+	prefix := "limitbench:" + randHex(6) + ":"
+	defer cleanup(rc, prefix)
+	src, err := os.ReadFile(filepath.Join(*flagScripts, "window_allow.lua"))
+	if err != nil {
+		fatalf("-scripts: %v (run from bench/, or pass -scripts)", err)
+	}
+	windowScript := redis.NewScript(string(src))
+	emptyScript := redis.NewScript("return 1")
+	for _, s := range []*redis.Script{windowScript, emptyScript} {
+		if err := s.Load(ctx, rc).Err(); err != nil {
+			fatalf("SCRIPT LOAD: %v", err)
+		}
+	}
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := config.Default()
+	cfg.Global.Redis.URL = *flagRedis
+	cfg.Global.Redis.Prefix = prefix
+	mod, err := shieldglobal.New(cfg, shieldglobal.WithLogger(log))
+	if err != nil {
+		fatalf("shieldglobal.New: %v", err)
+	}
+	defer mod.Close()
+	mem, err := shieldglobal.New(config.Default(), shieldglobal.WithLogger(log))
+	if err != nil {
+		fatalf("shieldglobal.New (memory): %v", err)
+	}
+	defer mem.Close()
+	rt, memRT := newRuntime(mod), newRuntime(mem)
+	const tbOpts = `{ rate = 1e12, burst = 1e12 }`
+	const swOpts = `{ window = 1000, max_requests = 1e12, sliding = true }`
+	for _, r := range []*shieldglobal.Runtime{rt, memRT} {
+		if err := r.RunString(`tb = shield.rate_limiter("tb", `+tbOpts+`); sw = shield.rate_limiter("sw", `+swOpts+`)`, "setup.lua"); err != nil {
+			fatalf("setup: %v", err)
+		}
+	}
+	tbRedis, err := mod.RateLimiters.TokenBucket("tb", ratelimit.Options{Rate: never, Burst: never})
+	if err != nil {
+		fatalf("token bucket: %v", err)
+	}
+	tbMem, err := mem.RateLimiters.TokenBucket("tb", ratelimit.Options{Rate: never, Burst: never})
+	if err != nil {
+		fatalf("token bucket: %v", err)
+	}
+	swRedis, err := mod.RateLimiters.SlidingWindow("sw", ratelimit.Options{Window: time.Second, MaxRequests: never})
+	if err != nil {
+		fatalf("sliding window: %v", err)
+	}
+	limiter := redis_rate.NewLimiter(rc)
+	rrLimit := redis_rate.Limit{Rate: 1 << 40, Burst: 1 << 40, Period: time.Second}
+	n := *flagTasks
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+
+	fmt.Printf("# limitbench: shield.rate_limiter\n\n")
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("- Go %s, %d CPUs, load average at start %s; Redis %s at %s (loopback, sharing the CPUs); redis_rate v10\n",
+		runtime.Version(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), redisVersion(ctx, rc), opt.Addr)
+	fmt.Printf("- %d interleaved rounds; Redis cases: %d goroutines / tasks, %v per case per round, 64 keys; ratios per round, median reported\n\n",
+		*flagRounds, n, *flagSlice)
+
+	// ---- 1. allow() from Lua: ns per call
+	type nsCase struct {
+		name string
+		run  func() float64
+		ns   []float64
+	}
+	luaOps := *flagLuaOps
+	emptyFn := &nsCase{name: "empty Go function `empty()`", run: func() float64 { return luaLoopNs(memRT, `empty()`, luaOps) }}
+	emptyMethod := &nsCase{name: "empty Go method, same call shape `obj:allow(\"client-ip\")`", run: func() float64 {
+		return luaLoopNs(memRT, `obj:allow("client-ip")`, luaOps)
+	}}
+	allowMem := &nsCase{name: "token bucket `tb:allow(\"client-ip\")`, memory backend", run: func() float64 {
+		return luaLoopNs(memRT, `tb:allow("client-ip")`, luaOps)
+	}}
+	allowRedis := &nsCase{name: "token bucket `tb:allow(\"client-ip\")`, Redis backend (global share)", run: func() float64 {
+		return luaLoopNs(rt, `tb:allow("client-ip")`, luaOps)
+	}}
+	goOps := *flagGoOps
+	goShield := &nsCase{name: "core `TokenBucket.Allow`, memory", run: func() float64 {
+		return goLoopNs(goOps, func() { tbMem.Allow("client-ip", 1) })
+	}}
+	goShieldRedis := &nsCase{name: "core `TokenBucket.Allow`, Redis backend", run: func() float64 {
+		return goLoopNs(goOps, func() { tbRedis.Allow("client-ip", 1) })
+	}}
+	xrate := rate.NewLimiter(never, 1<<40)
+	goXRate := &nsCase{name: "golang.org/x/time/rate `Limiter.Allow` (one limiter, no key)", run: func() float64 {
+		return goLoopNs(goOps, func() { xrate.Allow() })
+	}}
+	nsCases := []*nsCase{emptyFn, emptyMethod, allowMem, allowRedis, goShield, goShieldRedis, goXRate}
+	for _, c := range nsCases {
+		c.run() // warm-up
+	}
+	for r := 0; r < *flagRounds; r++ {
+		for _, c := range nsCases {
+			c.ns = append(c.ns, c.run())
+			fmt.Fprintf(os.Stderr, "round %d: %s: %.1f ns\n", r+1, c.name, c.ns[r])
+		}
+	}
+	nsRatio := func(a, b *nsCase) float64 {
+		var rs []float64
+		for i := range a.ns {
+			rs = append(rs, a.ns[i]/b.ns[i])
+		}
+		return median(rs)
+	}
+	fmt.Printf("## Token-bucket decision (no Redis on the call path)\n\n| case | ns/op (median) |\n|---|---|\n")
+	for _, c := range nsCases {
+		fmt.Printf("| %s | %.1f |\n", c.name, median(c.ns))
+	}
+	fmt.Printf("\n| ratio | median of rounds |\n|---|---|\n")
+	fmt.Printf("| `tb:allow` (memory) ÷ empty Go method | **%.2f×** |\n", nsRatio(allowMem, emptyMethod))
+	fmt.Printf("| `tb:allow` (memory) ÷ empty Go function | %.2f× |\n", nsRatio(allowMem, emptyFn))
+	fmt.Printf("| `tb:allow` (Redis) ÷ empty Go method | %.2f× |\n", nsRatio(allowRedis, emptyMethod))
+	fmt.Printf("| core `Allow` (memory) ÷ x/time/rate | **%.2f×** |\n", nsRatio(goShield, goXRate))
+	fmt.Printf("| core `Allow` (Redis) ÷ x/time/rate | %.2f× |\n\n", nsRatio(goShieldRedis, goXRate))
+
+	// ---- 2. throughput against redis_rate, and the sliding window's overhead
+	type tcase struct {
+		name  string
+		run   func(d time.Duration) int
+		rates []float64
+	}
+	redisRate := &tcase{name: fmt.Sprintf("go-redis/redis_rate `Allow`, %d goroutines", n), run: func(d time.Duration) int {
+		return goroutines(n, 1, d, func(w, i int) {
+			if _, err := limiter.Allow(ctx, prefix+"rr:"+keys[(w+i)%64], rrLimit); err != nil {
+				fatalf("redis_rate: %v", err)
+			}
+		})
+	}}
+	tbGo := &tcase{name: fmt.Sprintf("shield token bucket on Redis, core `Allow`, %d goroutines", n), run: func(d time.Duration) int {
+		return goroutines(n, 64, d, func(w, i int) { tbRedis.Allow(keys[(w+i)%64], 1) })
+	}}
+	tbLua := &tcase{name: "shield token bucket on Redis, `tb:allow` from 1 task", run: func(d time.Duration) int {
+		return luaTasks(rt, 1, 64, d, ``, `tb:allow(keys[k % 64 + 1])`)
+	}}
+	swGo := &tcase{name: fmt.Sprintf("shield sliding window, core `AllowOp(...).Do`, %d goroutines", n), run: func(d time.Duration) int {
+		return goroutines(n, 1, d, func(w, i int) {
+			if _, err := swRedis.AllowOp(keys[(w+i)%64], 1).Do(ctx); err != nil {
+				fatalf("sliding window: %v", err)
+			}
+		})
+	}}
+	swLua := &tcase{name: fmt.Sprintf("shield sliding window, `sw:allow` from %d tasks of one runtime", n), run: func(d time.Duration) int {
+		return luaTasks(rt, n, 1, d, ``, `sw:allow(keys[(w + k) % 64 + 1])`)
+	}}
+	rawKeys := make([]string, 64)
+	for i := range rawKeys {
+		rawKeys[i] = prefix + "ratelimit:{raw}:sw:" + keys[i]
+	}
+	swRaw := &tcase{name: fmt.Sprintf("raw `EVALSHA` of window_allow.lua, %d goroutines", n), run: func(d time.Duration) int {
+		return goroutines(n, 1, d, func(w, i int) {
+			if err := windowScript.EvalSha(ctx, rc, []string{rawKeys[(w+i)%64]}, 1000000, int64(never), 1).Err(); err != nil {
+				fatalf("EVALSHA: %v", err)
+			}
+		})
+	}}
+	emptyRaw := &tcase{name: fmt.Sprintf("raw `EVALSHA` of `return 1`, %d goroutines", n), run: func(d time.Duration) int {
+		return goroutines(n, 1, d, func(w, i int) {
+			if err := emptyScript.EvalSha(ctx, rc, []string{rawKeys[(w+i)%64]}).Err(); err != nil {
+				fatalf("EVALSHA: %v", err)
+			}
+		})
+	}}
+	if err := rt.Do(func(L *lua.LState) error {
+		t := L.NewTable()
+		for _, k := range keys {
+			t.Append(lua.LString(k))
+		}
+		L.SetGlobal("keys", t)
+		return nil
+	}); err != nil {
+		fatalf("setup: %v", err)
+	}
+	cases := []*tcase{redisRate, tbGo, tbLua, swGo, swLua, swRaw, emptyRaw}
+	for _, c := range cases { // warm-up
+		c.run(*flagSlice / 5)
+	}
+	for r := 0; r < *flagRounds; r++ {
+		for _, c := range cases {
+			ops := c.run(*flagSlice)
+			c.rates = append(c.rates, float64(ops)/flagSlice.Seconds())
+			fmt.Fprintf(os.Stderr, "round %d: %s: %.0f/s\n", r+1, c.name, c.rates[r])
+		}
+	}
+	ratio := func(a, b *tcase) float64 {
+		var rs []float64
+		for i := range a.rates {
+			rs = append(rs, a.rates[i]/b.rates[i])
+		}
+		return median(rs)
+	}
+	fmt.Printf("## Decisions per second with Redis\n\n| case | decisions/s (median) |\n|---|---|\n")
+	for _, c := range cases {
+		fmt.Printf("| %s | %s |\n", c.name, fmtOps(median(c.rates)))
+	}
+	fmt.Printf("\n| ratio (throughput) | median of rounds |\n|---|---|\n")
+	fmt.Printf("| token bucket (Go, %d goroutines) ÷ redis_rate | **%.0f×** |\n", n, ratio(tbGo, redisRate))
+	fmt.Printf("| token bucket (Lua, 1 task) ÷ redis_rate (%d goroutines) | %.0f× |\n", n, ratio(tbLua, redisRate))
+	fmt.Printf("| sliding window (Go, %d goroutines) ÷ redis_rate | %.2f× |\n", n, ratio(swGo, redisRate))
+	fmt.Printf("| sliding window `sw:allow` from %d tasks ÷ raw EVALSHA from %d goroutines | **%.2f×** |\n", n, n, ratio(swLua, swRaw))
+	fmt.Printf("| sliding window core `AllowOp` ÷ raw EVALSHA | %.2f× |\n", ratio(swGo, swRaw))
+	fmt.Printf("| raw EVALSHA of window_allow.lua ÷ empty script | %.2f× |\n\n", ratio(swRaw, emptyRaw))
+	st := mod.RateLimiterStats()
+	fmt.Printf("Token bucket on Redis during the run: %d report rounds, %d failed, %d decisions degraded.\n", st.Syncs, st.SyncFailures, st.Degraded)
+}
+
+func newRuntime(mod *shieldglobal.Module) *shieldglobal.Runtime {
+	rt, err := mod.NewRuntime(lua.NewState())
+	if err != nil {
+		fatalf("NewRuntime: %v", err)
+	}
+	err = rt.Do(func(L *lua.LState) error {
+		L.SetGlobal("empty", L.NewFunction(func(*lua.LState) int { return 0 }))
+		// obj:allow(key) -> true: what a limiter method costs with no work.
+		mt := L.NewTable()
+		methods := L.NewTable()
+		methods.RawSetString("allow", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LTrue); return 1 }))
+		mt.RawSetString("__index", methods)
+		ud := L.NewUserData()
+		ud.Metatable = mt
+		L.SetGlobal("obj", ud)
+		return nil
+	})
+	if err != nil {
+		fatalf("setup: %v", err)
+	}
+	return rt
+}
+
+// luaLoopNs times body in a Lua for loop of n iterations inside one task.
+func luaLoopNs(rt *shieldglobal.Runtime, body string, n int) float64 {
+	start := time.Now()
+	if err := rt.RunString("for i = 1, "+strconv.Itoa(n)+" do "+body+" end", "loop.lua"); err != nil {
+		fatalf("loop: %v", err)
+	}
+	return float64(time.Since(start).Nanoseconds()) / float64(n)
+}
+
+func goLoopNs(n int, f func()) float64 {
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		f()
+	}
+	return float64(time.Since(start).Nanoseconds()) / float64(n)
+}
+
+// luaTasks runs n tasks for d, each running setup once (w is its index)
+// and then body in a loop (k counts its iterations), and returns the total
+// iterations. Each task reads the clock every batch iterations.
+func luaTasks(rt *shieldglobal.Runtime, n, batch int, d time.Duration, setup, body string) int {
+	src := fmt.Sprintf(`
+		local n, ms, batch = %d, %d, %d
+		local total, running = 0, n
+		for w = 1, n do
+			shield.spawn(function()
+				%s
+				local deadline = shield.now_ms() + ms
+				local k = 0
+				while k %% batch ~= 0 or shield.now_ms() < deadline do %s; k = k + 1 end
+				total = total + k
+				running = running - 1
+			end)
+		end
+		while running > 0 do shield.sleep(5) end
+		result = total`, n, d.Milliseconds(), batch, setup, body)
+	if err := rt.RunString(src, "tasks.lua"); err != nil {
+		fatalf("tasks: %v", err)
+	}
+	var total int
+	rt.Do(func(L *lua.LState) error { total = int(lua.LVAsNumber(L.GetGlobal("result"))); return nil })
+	return total
+}
+
+// goroutines runs op in n goroutines for d and returns how many ops ran;
+// each goroutine reads the clock every batch ops (1 for Redis calls; more
+// where the op costs about as much as reading the clock).
+func goroutines(n, batch int, d time.Duration, op func(w, i int)) int {
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(d)
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k := 0
+			for k%batch != 0 || time.Now().Before(deadline) {
+				op(w, k)
+				k++
+			}
+			total.Add(int64(k))
+		}()
+	}
+	wg.Wait()
+	return int(total.Load())
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+func fmtOps(v float64) string {
+	s := strconv.FormatFloat(v, 'f', 0, 64)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + " " + s[i:]
+	}
+	return s
+}
+
+func redisVersion(ctx context.Context, c *redis.Client) string {
+	info, _ := c.Info(ctx, "server").Result()
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+func cleanup(c *redis.Client, prefix string) {
+	ctx := context.Background()
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		c.Del(ctx, iter.Val())
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "limitbench: "+format+"\n", args...)
+	os.Exit(1)
+}

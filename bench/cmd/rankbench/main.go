@@ -1,0 +1,420 @@
+// Command rankbench measures shield.rank against raw Redis commands and the
+// memory backend against Redis in one run, and prints a markdown report
+// (docs/performance.md quotes it):
+//
+//   - rank:swap from Lua, 32 tasks of one runtime, against a raw go-redis
+//     EVALSHA of the very same script (core/rank/scripts/lib.lua + swap.lua,
+//     same keys and arguments) from 32 goroutines, and core/rank's Swap from
+//     Go; set against seed 002's 8 000–10 000 TPS;
+//   - update + position from Lua (32 tasks) against raw ZADD + ZREVRANK on a
+//     plain sorted set (32 goroutines), and core/rank from Go;
+//   - the memory backend at 1 000 000 members from Go: update, position and
+//     around(uid, 5) latency (p50, p99), against the Redis backend at the
+//     same size, one caller.
+//
+// Throughput cases run in interleaved rounds (round 1 of every case, then
+// round 2, ...); each ratio is computed per round and the median of the
+// rounds is reported, so a busy moment of the machine hits both sides of a
+// ratio alike.
+//
+//	bash scripts/with-redis.sh sh -c 'cd bench && go run ./cmd/rankbench'   # from the repo root
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha1"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	lua "github.com/yuin/gopher-lua"
+
+	shieldglobal "github.com/shieldrt/shieldglobal"
+	"github.com/shieldrt/shieldglobal/config"
+	"github.com/shieldrt/shieldglobal/core/rank"
+)
+
+var (
+	flagRedis      = flag.String("redis", os.Getenv("SHIELD_TEST_REDIS_URL"), "Redis URL, loopback only (default $SHIELD_TEST_REDIS_URL)")
+	flagSlice      = flag.Duration("slice", time.Second, "measuring time of one case in one round")
+	flagRounds     = flag.Int("rounds", 3, "interleaved rounds")
+	flagTasks      = flag.Int("tasks", 32, "concurrent tasks (and goroutines) of the throughput cases")
+	flagMembers    = flag.Int("members", 10000, "members of the throughput boards")
+	flagBig        = flag.Int("big", 1_000_000, "members of the latency boards (memory and Redis)")
+	flagMemOps     = flag.Int("mem-ops", 200_000, "timed operations per kind on the memory backend")
+	flagRedisOps   = flag.Int("redis-ops", 5000, "timed operations per kind on the Redis backend")
+	flagScriptsDir = flag.String("scripts", "../core/rank/scripts", "core/rank's scripts, for the raw EVALSHA case")
+)
+
+func main() {
+	flag.Parse()
+	ctx := context.Background()
+	opt, err := redis.ParseURL(*flagRedis)
+	if err != nil || *flagRedis == "" {
+		fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
+	}
+	if !strings.HasPrefix(opt.Addr, "127.0.0.1:") && !strings.HasPrefix(opt.Addr, "localhost:") {
+		fatalf("-redis %s: loopback only", opt.Addr)
+	}
+	rc := redis.NewClient(opt)
+	defer rc.Close()
+	if err := rc.Ping(ctx).Err(); err != nil {
+		fatalf("Redis at %s: %v", opt.Addr, err)
+	}
+	prefix := "rankbench:" + randHex(6) + ":"
+	defer cleanup(rc, prefix)
+
+	cfg := config.Default()
+	cfg.Global.Redis.URL = *flagRedis
+	cfg.Global.Redis.Prefix = prefix
+	cfg.Rank.MaxMembers = 2 * max(*flagMembers, *flagBig)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	mod, err := shieldglobal.New(cfg, shieldglobal.WithLogger(log))
+	if err != nil {
+		fatalf("shieldglobal.New: %v", err)
+	}
+	defer mod.Close()
+	rt, err := mod.NewRuntime(lua.NewState())
+	if err != nil {
+		fatalf("NewRuntime: %v", err)
+	}
+	defer rt.Close(time.Second)
+
+	n, m := *flagTasks, *flagMembers
+	fmt.Printf("# rankbench: shield.rank\n\n")
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("- Go %s, %d CPUs, load average at start %s; Redis %s at %s (loopback, sharing the CPUs)\n",
+		runtime.Version(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), redisVersion(ctx, rc), opt.Addr)
+	fmt.Printf("- throughput: %d tasks / goroutines, boards of %d members (ties = \"reach\"), %v per case per round, %d interleaved rounds; ratios are per-round, median reported\n\n",
+		n, m, *flagSlice, *flagRounds)
+
+	// ---- boards for the throughput cases
+	swapBoard := board(mod.Ranks, "swap")
+	upBoard := board(mod.Ranks, "update")
+	fill(swapBoard, m, 1000)
+	fill(upBoard, m, 1000)
+	plainZ := prefix + "plainz"
+	for i := 0; i < m; i += 1000 {
+		zs := make([]redis.Z, 0, 1000)
+		for j := i; j < min(i+1000, m); j++ {
+			zs = append(zs, redis.Z{Score: float64(j), Member: uid(j)})
+		}
+		rc.ZAdd(ctx, plainZ, zs...)
+	}
+	swapSrc := readScript("lib.lua") + "\n" + readScript("swap.lua")
+	swapSha, err := rc.ScriptLoad(ctx, swapSrc).Result()
+	if err != nil {
+		fatalf("SCRIPT LOAD: %v", err)
+	}
+	swapKeys := []string{prefix + "rank:{swap}", prefix + "rank:members:{swap}", prefix + "rank:meta:{swap}"}
+
+	type tcase struct {
+		name  string
+		run   func(d time.Duration) int
+		rates []float64
+	}
+	luaPair := fmt.Sprintf(`local i = math.random(%d); local j = math.random(%d); if j >= i then j = j + 1 end`, m, m-1)
+	swapLua := &tcase{name: fmt.Sprintf("%d tasks in one runtime, `rank:swap(a, b)`", n), run: func(d time.Duration) int {
+		return luaTasks(rt, n, d, `local r = shield.rank("swap")`, luaPair+`; assert(r:swap("u" .. (i - 1), "u" .. (j - 1)))`)
+	}}
+	swapRaw := &tcase{name: fmt.Sprintf("%d goroutines, raw `EVALSHA` of the same swap script", n), run: func(d time.Duration) int {
+		return goroutines(n, d, func(r *mrand.Rand) {
+			a, b := pair(r, m)
+			if err := rc.EvalSha(ctx, swapSha, swapKeys, "reach", uid(a), uid(b), "0", "0", "0").Err(); err != nil {
+				fatalf("EVALSHA: %v", err)
+			}
+		})
+	}}
+	swapGo := &tcase{name: fmt.Sprintf("%d goroutines, core/rank `Swap(a, b, nil).Do` (Go, no Lua)", n), run: func(d time.Duration) int {
+		return goroutines(n, d, func(r *mrand.Rand) {
+			a, b := pair(r, m)
+			if _, err := swapBoard.Swap(uid(a), uid(b), nil).Do(ctx); err != nil {
+				fatalf("Swap: %v", err)
+			}
+		})
+	}}
+	upLua := &tcase{name: fmt.Sprintf("%d tasks, `rank:update(uid, score)` + `rank:position(uid)` (pairs)", n), run: func(d time.Duration) int {
+		return luaTasks(rt, n, d, `local r = shield.rank("update")`,
+			fmt.Sprintf(`local u = "u" .. (math.random(%d) - 1); r:update(u, math.random(1000000)); assert(r:position(u))`, m))
+	}}
+	upRaw := &tcase{name: fmt.Sprintf("%d goroutines, raw `ZADD` + `ZREVRANK` (pairs, plain sorted set)", n), run: func(d time.Duration) int {
+		return goroutines(n, d, func(r *mrand.Rand) {
+			u := uid(r.IntN(m))
+			rc.ZAdd(ctx, plainZ, redis.Z{Score: float64(r.IntN(1000000)), Member: u})
+			if err := rc.ZRevRank(ctx, plainZ, u).Err(); err != nil {
+				fatalf("ZREVRANK: %v", err)
+			}
+		})
+	}}
+	upGo := &tcase{name: fmt.Sprintf("%d goroutines, core/rank `Update` + `Position` (Go, pairs)", n), run: func(d time.Duration) int {
+		return goroutines(n, d, func(r *mrand.Rand) {
+			u := uid(r.IntN(m))
+			upBoard.Update(u, float64(r.IntN(1000000)), rank.ModeSet).Do(ctx)
+			if _, err := upBoard.Position(u).Do(ctx); err != nil {
+				fatalf("Position: %v", err)
+			}
+		})
+	}}
+	cases := []*tcase{swapLua, swapRaw, swapGo, upLua, upRaw, upGo}
+	for _, c := range cases { // warm-up
+		c.run(*flagSlice / 5)
+	}
+	for r := 0; r < *flagRounds; r++ {
+		for _, c := range cases {
+			ops := c.run(*flagSlice)
+			c.rates = append(c.rates, float64(ops)/flagSlice.Seconds())
+			fmt.Fprintf(os.Stderr, "round %d: %s: %.0f/s\n", r+1, c.name, c.rates[r])
+		}
+	}
+	ratio := func(a, b *tcase) float64 {
+		var rs []float64
+		for i := range a.rates {
+			rs = append(rs, a.rates[i]/b.rates[i])
+		}
+		return median(rs)
+	}
+	same, _ := rc.ScriptExists(ctx, sha1Hex(swapSrc)).Result()
+	fmt.Printf("## Throughput (Redis)\n\n| case | ops/s (median) | per round |\n|---|---|---|\n")
+	for _, c := range cases {
+		fmt.Printf("| %s | %s | %s |\n", c.name, fmtOps(median(c.rates)), fmtRates(c.rates))
+	}
+	fmt.Printf("\n(update + position rows count pairs: two round trips each.) The raw EVALSHA runs the script the Lua case runs: SCRIPT EXISTS of its SHA1 %v after the Lua rounds.\n\n", same)
+	fmt.Printf("| ratio | median of rounds | target |\n|---|---|---|\n")
+	fmt.Printf("| `rank:swap` from %d tasks ÷ raw EVALSHA from %d goroutines | **%.2f×** | ≥ 0.9× |\n", n, n, ratio(swapLua, swapRaw))
+	fmt.Printf("| `rank:swap` from %d tasks ÷ seed 002's Lua-script figure (8 000–10 000 TPS; their hardware) | %.1f× – %.1f× | |\n",
+		n, median(swapLua.rates)/10000, median(swapLua.rates)/8000)
+	fmt.Printf("| core/rank Swap from Go ÷ raw EVALSHA | %.2f× | |\n", ratio(swapGo, swapRaw))
+	fmt.Printf("| `update` + `position` from Lua ÷ raw ZADD + ZREVRANK | **%.2f×** | |\n", ratio(upLua, upRaw))
+	fmt.Printf("| core/rank Update + Position from Go ÷ raw ZADD + ZREVRANK | %.2f× | |\n\n", ratio(upGo, upRaw))
+
+	// ---- latency at 1 000 000 members, one caller, from Go
+	big := *flagBig
+	mem := rank.NewMemory(nil)
+	memBoard := board(mem, "big")
+	redisBig := board(mod.Ranks, "big")
+	start := time.Now()
+	fill(memBoard, big, 10000)
+	memLoad := time.Since(start)
+	start = time.Now()
+	fill(redisBig, big, 1000)
+	redisLoad := time.Since(start)
+	fmt.Fprintf(os.Stderr, "loaded %d members: memory %v, Redis %v\n", big, memLoad, redisLoad)
+
+	type lat struct{ p50, p99, mean time.Duration }
+	measure := func(b rank.Board, ops int, kind string) lat {
+		r := mrand.New(mrand.NewPCG(1, 2))
+		ds := make([]time.Duration, ops)
+		for i := range ds {
+			u := uid(r.IntN(big))
+			var err error
+			t0 := time.Now()
+			switch kind {
+			case "update":
+				_, err = b.Update(u, float64(r.IntN(10*big)), rank.ModeSet).Do(ctx)
+			case "position":
+				_, err = b.Position(u).Do(ctx)
+			case "around":
+				_, err = b.Around(u, 5).Do(ctx)
+			}
+			ds[i] = time.Since(t0)
+			if err != nil {
+				fatalf("%s: %v", kind, err)
+			}
+		}
+		var sum time.Duration
+		for _, d := range ds {
+			sum += d
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		return lat{ds[len(ds)/2], ds[len(ds)*99/100], sum / time.Duration(len(ds))}
+	}
+	fmt.Printf("## Latency at %s members (one caller, from Go; memory: %d ops per kind, Redis: %d)\n\n", fmtOps(float64(big)), *flagMemOps, *flagRedisOps)
+	fmt.Printf("| op | memory p50 | memory p99 | memory mean | Redis p50 | Redis p99 | Redis mean | Redis ÷ memory (mean) | target |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, kind := range []string{"update", "position", "around"} {
+		var mems, reds []lat
+		for r := 0; r < *flagRounds; r++ { // interleaved, median of rounds per figure
+			mems = append(mems, measure(memBoard, *flagMemOps / *flagRounds, kind))
+			reds = append(reds, measure(redisBig, *flagRedisOps / *flagRounds, kind))
+		}
+		ml, rl := medLat(mems, func(l lat) time.Duration { return l.p50 }), medLat(reds, func(l lat) time.Duration { return l.p50 })
+		m99, r99 := medLat(mems, func(l lat) time.Duration { return l.p99 }), medLat(reds, func(l lat) time.Duration { return l.p99 })
+		mm, rm := medLat(mems, func(l lat) time.Duration { return l.mean }), medLat(reds, func(l lat) time.Duration { return l.mean })
+		name := kind
+		if kind == "around" {
+			name = "around(uid, 5)"
+		}
+		fmt.Printf("| `%s` | %v | **%v** | %v | %v | %v | %v | **%.0f×** | p99 ≤ 2µs, ≥ 10× |\n", name, ml, m99, mm, rl, r99, rm, float64(rm)/float64(mm))
+	}
+	fmt.Printf("\nLoading %s members: memory %v (MUpdate of 10 000), Redis %v (MUpdate of 1 000).\n\n", fmtOps(float64(big)), memLoad.Round(time.Millisecond), redisLoad.Round(time.Millisecond))
+}
+
+func board(b rank.Backend, name string) rank.Board {
+	bd, err := b.Board(name, rank.Options{})
+	if err != nil {
+		fatalf("Board: %v", err)
+	}
+	return bd
+}
+
+func uid(i int) string { return "u" + strconv.Itoa(i) }
+
+func pair(r *mrand.Rand, m int) (int, int) {
+	a, b := r.IntN(m), r.IntN(m-1)
+	if b >= a {
+		b++
+	}
+	return a, b
+}
+
+// fill puts members u0..u(n-1) with distinct scores on b, batch at a time.
+func fill(b rank.Board, n, batch int) {
+	ctx := context.Background()
+	for i := 0; i < n; i += batch {
+		scores := make(map[string]float64, batch)
+		for j := i; j < min(i+batch, n); j++ {
+			scores[uid(j)] = float64(j)
+		}
+		if _, err := b.MUpdate(scores).Do(ctx); err != nil {
+			fatalf("fill %s: %v", b.Name(), err)
+		}
+	}
+}
+
+func readScript(name string) string {
+	data, err := os.ReadFile(filepath.Join(*flagScriptsDir, name))
+	if err != nil {
+		fatalf("%v (run from bench/, or pass -scripts)", err)
+	}
+	return string(data)
+}
+
+// luaTasks runs n tasks for d, each running setup once and then body in a
+// loop, and returns the total iterations.
+func luaTasks(rt *shieldglobal.Runtime, n int, d time.Duration, setup, body string) int {
+	src := fmt.Sprintf(`
+		local n, ms = %d, %d
+		local total, running = 0, n
+		for w = 1, n do
+			shield.spawn(function()
+				%s
+				local deadline = shield.now_ms() + ms
+				local k = 0
+				while shield.now_ms() < deadline do %s; k = k + 1 end
+				total = total + k
+				running = running - 1
+			end)
+		end
+		while running > 0 do shield.sleep(5) end
+		result = total`, n, d.Milliseconds(), setup, body)
+	if err := rt.RunString(src, "tasks.lua"); err != nil {
+		fatalf("tasks: %v", err)
+	}
+	var total int
+	rt.Do(func(L *lua.LState) error { total = int(lua.LVAsNumber(L.GetGlobal("result"))); return nil })
+	return total
+}
+
+func goroutines(n int, d time.Duration, op func(r *mrand.Rand)) int {
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(d)
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := mrand.New(mrand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+			k := 0
+			for time.Now().Before(deadline) {
+				op(r)
+				k++
+			}
+			total.Add(int64(k))
+		}()
+	}
+	wg.Wait()
+	return int(total.Load())
+}
+
+func medLat[T any](xs []T, f func(T) time.Duration) time.Duration {
+	ds := make([]float64, len(xs))
+	for i, x := range xs {
+		ds[i] = float64(f(x))
+	}
+	d := time.Duration(median(ds))
+	if d > 10*time.Microsecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(10 * time.Nanosecond)
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+func fmtOps(v float64) string {
+	s := strconv.FormatFloat(v, 'f', 0, 64)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + " " + s[i:]
+	}
+	return s
+}
+
+func fmtRates(rs []float64) string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmtOps(r)
+	}
+	return strings.Join(out, ", ")
+}
+
+func sha1Hex(s string) string {
+	h := sha1.Sum([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func redisVersion(ctx context.Context, c *redis.Client) string {
+	info, _ := c.Info(ctx, "server").Result()
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+func cleanup(c *redis.Client, prefix string) {
+	ctx := context.Background()
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		c.Unlink(ctx, iter.Val())
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "rankbench: "+format+"\n", args...)
+	os.Exit(1)
+}

@@ -1,0 +1,380 @@
+// Command runtimebench measures the Lua runtime's call path against plain
+// go-redis and bsm/redislock in one run on one Redis server, and prints a
+// markdown report (docs/performance.md quotes it):
+//
+//   - a yield round trip against an empty Go call from Lua (no Redis);
+//   - 32 tasks of one runtime doing g:get against 32 goroutines doing GET,
+//     and against one goroutine sending pipelines of 32 GETs;
+//   - 32 tasks doing distributed_mutex acquire+release on distinct keys
+//     against bsm/redislock with 32 goroutines;
+//   - CPU time per g:get of one task against one goroutine's GET;
+//   - Go heap per task parked in shield.sleep, and spawn time, at 10 000
+//     tasks, with lua.NewState() defaults and with the CLI's state.
+//
+// Throughput cases run in interleaved rounds (round 1 of every case, then
+// round 2, ...); each ratio is computed per round and the median of the
+// rounds is reported, so a busy moment of the machine hits both sides of a
+// ratio alike.
+//
+//	bash scripts/with-redis.sh sh -c 'cd bench && go run ./cmd/runtimebench'   # from the repo root
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/redis/go-redis/v9"
+	lua "github.com/yuin/gopher-lua"
+
+	shieldglobal "github.com/shieldrt/shieldglobal"
+	"github.com/shieldrt/shieldglobal/bindings"
+	"github.com/shieldrt/shieldglobal/config"
+)
+
+var (
+	flagRedis    = flag.String("redis", os.Getenv("SHIELD_TEST_REDIS_URL"), "Redis URL, loopback only (default $SHIELD_TEST_REDIS_URL)")
+	flagSlice    = flag.Duration("slice", time.Second, "measuring time of one case in one round")
+	flagRounds   = flag.Int("rounds", 3, "interleaved rounds")
+	flagTasks    = flag.Int("tasks", 32, "concurrent tasks (and goroutines) of the throughput cases")
+	flagParked   = flag.Int("parked", 10000, "tasks parked in shield.sleep for the memory case")
+	flagYieldOps = flag.Int("yield-ops", 2_000_000, "iterations of the in-process yield and empty-call loops")
+	flagCPUOps   = flag.Int("cpu-ops", 20000, "sequential calls of the CPU-per-call case")
+)
+
+func main() {
+	flag.Parse()
+	ctx := context.Background()
+	opt, err := redis.ParseURL(*flagRedis)
+	if err != nil || *flagRedis == "" {
+		fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
+	}
+	if !strings.HasPrefix(opt.Addr, "127.0.0.1:") && !strings.HasPrefix(opt.Addr, "localhost:") {
+		fatalf("-redis %s: loopback only", opt.Addr)
+	}
+	rc := redis.NewClient(opt)
+	defer rc.Close()
+	if err := rc.Ping(ctx).Err(); err != nil {
+		fatalf("Redis at %s: %v", opt.Addr, err)
+	}
+	prefix := "runtimebench:" + randHex(6) + ":"
+	defer cleanup(rc, prefix)
+
+	cfg := config.Default()
+	cfg.Global.Redis.URL = *flagRedis
+	cfg.Global.Redis.Prefix = prefix
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	mod, err := shieldglobal.New(cfg, shieldglobal.WithLogger(log))
+	if err != nil {
+		fatalf("shieldglobal.New: %v", err)
+	}
+	defer mod.Close()
+	mem, err := shieldglobal.New(config.Default(), shieldglobal.WithLogger(log))
+	if err != nil {
+		fatalf("shieldglobal.New (memory): %v", err)
+	}
+	defer mem.Close()
+
+	rt := newRuntime(mod, lua.NewState())
+	memRT := newRuntime(mem, lua.NewState())
+	if err := rt.RunString(`shield.global():set("k", "value")`, "setup.lua"); err != nil {
+		fatalf("setup: %v", err)
+	}
+	rl := redislock.New(rc)
+	n := *flagTasks
+
+	fmt.Printf("# runtimebench: the Lua runtime's call path\n\n")
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("- Go %s, %d CPUs, load average at start %s; Redis %s at %s (loopback, sharing the CPUs)\n",
+		runtime.Version(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), redisVersion(ctx, rc), opt.Addr)
+	fmt.Printf("- throughput: %d tasks / goroutines, %v per case per round, %d interleaved rounds; ratios are per-round, median reported\n\n",
+		n, *flagSlice, *flagRounds)
+
+	// ---- in-process: yield round trip vs empty Go call
+	yieldRatios, emptyNs, yieldNs := []float64{}, []float64{}, []float64{}
+	for r := 0; r < *flagRounds; r++ {
+		e := luaLoopNs(memRT, `empty()`, *flagYieldOps)
+		y := luaLoopNs(memRT, `block()`, *flagYieldOps/4)
+		emptyNs, yieldNs = append(emptyNs, e), append(yieldNs, y)
+		yieldRatios = append(yieldRatios, y/e)
+	}
+	fmt.Printf("## Yield round trip (memory backend, no I/O)\n\n")
+	fmt.Printf("| case | ns/op (median) |\n|---|---|\n")
+	fmt.Printf("| empty Go function called from Lua | %.0f |\n", median(emptyNs))
+	fmt.Printf("| blocking call completed on the next loop turn (yield + resume) | %.0f |\n", median(yieldNs))
+	fmt.Printf("| **ratio yield ÷ empty call** | **%.1f×** |\n\n", median(yieldRatios))
+
+	// ---- throughput cases
+	type tcase struct {
+		name  string
+		run   func(d time.Duration) int
+		rates []float64
+	}
+	getLua := &tcase{name: fmt.Sprintf("%d tasks in one runtime, `g:get` (Redis)", n), run: func(d time.Duration) int {
+		return luaTasks(rt, n, d, `local g = shield.global()`, `g:get("k")`)
+	}}
+	getGo := &tcase{name: fmt.Sprintf("%d goroutines, go-redis `GET`", n), run: func(d time.Duration) int {
+		return goroutines(n, d, func(int, int) { rc.Get(ctx, prefix+"global:k") })
+	}}
+	getPipe := &tcase{name: fmt.Sprintf("1 goroutine, pipelines of %d `GET`", n), run: func(d time.Duration) int {
+		return goroutines(1, d, func(int, int) {
+			p := rc.Pipeline()
+			for i := 0; i < n; i++ {
+				p.Get(ctx, prefix+"global:k")
+			}
+			p.Exec(ctx)
+		}) * n
+	}}
+	lockLua := &tcase{name: fmt.Sprintf("%d tasks, `distributed_mutex` acquire+release, distinct keys", n), run: func(d time.Duration) int {
+		return luaTasks(rt, n, d, `local l = shield.distributed_mutex("k" .. w)`, `assert(l:acquire()); assert(l:release())`)
+	}}
+	lockGo := &tcase{name: fmt.Sprintf("%d goroutines, bsm/redislock Obtain+Release, distinct keys", n), run: func(d time.Duration) int {
+		return goroutines(n, d, func(w, _ int) {
+			l, err := rl.Obtain(ctx, prefix+"rl:"+strconv.Itoa(w), 30*time.Second, nil)
+			if err != nil {
+				fatalf("redislock: %v", err)
+			}
+			l.Release(ctx)
+		})
+	}}
+	cases := []*tcase{getLua, getGo, getPipe, lockLua, lockGo}
+	for _, c := range cases { // warm-up
+		c.run(*flagSlice / 5)
+	}
+	for r := 0; r < *flagRounds; r++ {
+		for _, c := range cases {
+			ops := c.run(*flagSlice)
+			c.rates = append(c.rates, float64(ops)/flagSlice.Seconds())
+			fmt.Fprintf(os.Stderr, "round %d: %s: %.0f/s\n", r+1, c.name, c.rates[r])
+		}
+	}
+	ratio := func(a, b *tcase) float64 {
+		var rs []float64
+		for i := range a.rates {
+			rs = append(rs, a.rates[i]/b.rates[i])
+		}
+		return median(rs)
+	}
+	fmt.Printf("## Throughput (Redis)\n\n| case | ops/s (median) |\n|---|---|\n")
+	for _, c := range cases {
+		fmt.Printf("| %s | %s |\n", c.name, fmtOps(median(c.rates)))
+	}
+	fmt.Printf("\n| ratio | median of rounds |\n|---|---|\n")
+	fmt.Printf("| `g:get` from %d tasks ÷ %d goroutines `GET` | **%.2f×** |\n", n, n, ratio(getLua, getGo))
+	fmt.Printf("| `g:get` from %d tasks ÷ 1 goroutine pipelining %d | %.2f× |\n", n, n, ratio(getLua, getPipe))
+	fmt.Printf("| `distributed_mutex` pairs, %d tasks ÷ bsm/redislock %d goroutines | **%.2f×** |\n\n", n, n, ratio(lockLua, lockGo))
+
+	// ---- CPU per call, one caller
+	var luaCPU, goCPU []float64
+	for r := 0; r < *flagRounds; r++ {
+		ops := *flagCPUOps
+		luaCPU = append(luaCPU, cpuPerOp(ops, func() {
+			if err := rt.RunString(`local g = shield.global(); for i = 1, `+strconv.Itoa(ops)+` do g:get("k") end`, "cpu.lua"); err != nil {
+				fatalf("cpu: %v", err)
+			}
+		}))
+		goCPU = append(goCPU, cpuPerOp(ops, func() {
+			for i := 0; i < ops; i++ {
+				rc.Get(ctx, prefix+"global:k")
+			}
+		}))
+	}
+	var cpuRatios []float64
+	for i := range luaCPU {
+		cpuRatios = append(cpuRatios, luaCPU[i]/goCPU[i])
+	}
+	fmt.Printf("## CPU time per call, one caller (getrusage: user + system of this process)\n\n| case | µs CPU per call (median) |\n|---|---|\n")
+	fmt.Printf("| 1 task, `g:get` | %.2f |\n| 1 goroutine, go-redis `GET` | %.2f |\n| **ratio** | **%.2f×** |\n\n",
+		median(luaCPU), median(goCPU), median(cpuRatios))
+
+	// ---- parked tasks
+	fmt.Printf("## %d tasks parked in `shield.sleep`\n\n| Lua state | Go heap per parked task | spawn time per task |\n|---|---|---|\n", *flagParked)
+	for _, st := range []struct {
+		name string
+		L    func() *lua.LState
+	}{
+		{"`lua.NewState()` (the README's embedding)", func() *lua.LState { return lua.NewState() }},
+		{"`lua.NewState(shieldglobal.StateOptions())` (the `shield` CLI's state: 10 000-level recursion)", func() *lua.LState { return lua.NewState(shieldglobal.StateOptions()) }},
+	} {
+		heap, spawn := parked(mem, st.L(), *flagParked)
+		fmt.Printf("| %s | %.1f KB | %.1f µs |\n", st.name, heap/1024, spawn/1e3)
+	}
+	fmt.Println()
+}
+
+func newRuntime(mod *shieldglobal.Module, L *lua.LState) *shieldglobal.Runtime {
+	rt, err := mod.NewRuntime(L)
+	if err != nil {
+		fatalf("NewRuntime: %v", err)
+	}
+	err = rt.Do(func(L *lua.LState) error {
+		L.SetGlobal("empty", L.NewFunction(func(*lua.LState) int { return 0 }))
+		// block completes on the loop's next turn: one full yield and resume.
+		L.SetGlobal("block", L.NewFunction(func(L *lua.LState) int {
+			return rt.Suspend(L, "block", func(complete func(bindings.Result)) {
+				rt.Post(func() { complete(func() ([]lua.LValue, error) { return nil, nil }) })
+			})
+		}))
+		return nil
+	})
+	if err != nil {
+		fatalf("setup: %v", err)
+	}
+	return rt
+}
+
+// luaLoopNs times body in a Lua for loop of n iterations inside one task.
+func luaLoopNs(rt *shieldglobal.Runtime, body string, n int) float64 {
+	start := time.Now()
+	if err := rt.RunString("for i = 1, "+strconv.Itoa(n)+" do "+body+" end", "loop.lua"); err != nil {
+		fatalf("loop: %v", err)
+	}
+	return float64(time.Since(start).Nanoseconds()) / float64(n)
+}
+
+// luaTasks runs n tasks for d, each running setup once (w is its index)
+// and then body in a loop, and returns the total iterations.
+func luaTasks(rt *shieldglobal.Runtime, n int, d time.Duration, setup, body string) int {
+	src := fmt.Sprintf(`
+		local n, ms = %d, %d
+		local total, running = 0, n
+		for w = 1, n do
+			shield.spawn(function()
+				%s
+				local deadline = shield.now_ms() + ms
+				local k = 0
+				while shield.now_ms() < deadline do %s; k = k + 1 end
+				total = total + k
+				running = running - 1
+			end)
+		end
+		while running > 0 do shield.sleep(5) end
+		result = total`, n, d.Milliseconds(), setup, body)
+	if err := rt.RunString(src, "tasks.lua"); err != nil {
+		fatalf("tasks: %v", err)
+	}
+	var total int
+	rt.Do(func(L *lua.LState) error { total = int(lua.LVAsNumber(L.GetGlobal("result"))); return nil })
+	return total
+}
+
+func goroutines(n int, d time.Duration, op func(w, i int)) int {
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(d)
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k := 0
+			for time.Now().Before(deadline) {
+				op(w, k)
+				k++
+			}
+			total.Add(int64(k))
+		}()
+	}
+	wg.Wait()
+	return int(total.Load())
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuPerOp returns µs of this process's CPU per op of run (ops ops).
+func cpuPerOp(ops int, run func()) float64 {
+	runtime.GC()
+	start := cpuTime()
+	run()
+	return float64((cpuTime() - start).Nanoseconds()) / float64(ops) / 1e3
+}
+
+// parked spawns n tasks that sleep, and returns the Go heap growth per
+// task (bytes) and the spawn time per task (ns).
+func parked(mod *shieldglobal.Module, L *lua.LState, n int) (heap, spawn float64) {
+	rt := newRuntime(mod, L)
+	defer func() { rt.Close(time.Second); L.Close() }()
+	if err := rt.RunString(`shield.sleep(1)`, "warm.lua"); err != nil {
+		fatalf("parked: %v", err)
+	}
+	before := heapInUse()
+	start := time.Now()
+	src := fmt.Sprintf(`for i = 1, %d do shield.spawn(function() shield.sleep(600000) end) end shield.sleep(1)`, n)
+	if err := rt.RunString(src, "spawn.lua"); err != nil {
+		fatalf("parked: %v", err)
+	}
+	rt.Do(func(*lua.LState) error { return nil })
+	took := time.Since(start)
+	after := heapInUse()
+	return float64(after-before) / float64(n), float64(took.Nanoseconds()) / float64(n)
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+func fmtOps(v float64) string {
+	s := strconv.FormatFloat(v, 'f', 0, 64)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + " " + s[i:]
+	}
+	return s
+}
+
+func redisVersion(ctx context.Context, c *redis.Client) string {
+	info, _ := c.Info(ctx, "server").Result()
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+func cleanup(c *redis.Client, prefix string) {
+	ctx := context.Background()
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		c.Del(ctx, iter.Val())
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "runtimebench: "+format+"\n", args...)
+	os.Exit(1)
+}

@@ -1,0 +1,422 @@
+package bindings
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/config"
+	"github.com/shieldrt/shieldglobal/core/codec"
+	"github.com/shieldrt/shieldglobal/core/queue"
+	"github.com/shieldrt/shieldglobal/core/store"
+)
+
+// The Lua types of the queue capability.
+const (
+	plainQueueType     = "shield.queue"
+	delayQueueType     = "shield.delay_queue"
+	priorityQueueType  = "shield.priority_queue"
+	reliableQueueType  = "shield.reliable_queue"
+	broadcastQueueType = "shield.broadcast_queue"
+	queueHandleType    = "shield.queue_handle"
+	deadLettersType    = "shield.dead_letters"
+	queueConsumerType  = "shield.queue_consumer"
+)
+
+// Queues backs shield.queue, shield.delay_queue, shield.priority_queue,
+// shield.reliable_queue and shield.broadcast_queue: the process-wide queue
+// backend every runtime of the Module shares, the queue config, and the
+// list of queues this process opened (for the ops facts, see Stats).
+type Queues struct {
+	Backend queue.Backend
+	// Config gives the options of queues opened without their own.
+	Config config.Queue
+	// Inline is true when Backend is in-process (the memory backend).
+	Inline bool
+
+	mu     sync.Mutex
+	opened map[string]*openedQueue
+	bg     sync.WaitGroup // settles sent off the loop (see background)
+}
+
+// openedQueue is what Stats needs of one opened queue.
+type openedQueue struct {
+	kind      queue.Kind
+	stats     func() *store.Op[queue.Stats]
+	consumers int // consume / subscribe handles running in this process
+}
+
+// QueueInfo is the ops view of one queue opened in this process.
+type QueueInfo struct {
+	// Stats are the queue's facts as the backend sees them: on Redis,
+	// across every process (Consumers counts the processes seen in the last
+	// queue.ConsumerLiveness).
+	queue.Stats
+	// LocalConsumers counts the consume / subscribe handles running in this
+	// process.
+	LocalConsumers int
+}
+
+// register records an opened queue (first open wins; later ones are the
+// same queue, the backend makes sure of that).
+func (q *Queues) register(kind queue.Kind, name string, stats func() *store.Op[queue.Stats]) *openedQueue {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.opened == nil {
+		q.opened = map[string]*openedQueue{}
+	}
+	e := q.opened[name]
+	if e == nil {
+		e = &openedQueue{kind: kind, stats: stats}
+		q.opened[name] = e
+	}
+	return e
+}
+
+func (q *Queues) addConsumer(e *openedQueue, n int) {
+	q.mu.Lock()
+	e.consumers += n
+	q.mu.Unlock()
+}
+
+// Stats returns the ops facts of every queue this process opened (through
+// any of its runtimes), sorted by name: on Redis one pipeline for all of
+// them. A queue whose stats could not be read is left out and its error
+// joined into the returned error.
+func (q *Queues) Stats(ctx context.Context) ([]QueueInfo, error) {
+	q.mu.Lock()
+	names := make([]string, 0, len(q.opened))
+	for name := range q.opened {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	ops := make([]*store.Op[queue.Stats], len(names))
+	local := make([]int, len(names))
+	for i, name := range names {
+		ops[i] = q.opened[name].stats()
+		local[i] = q.opened[name].consumers
+	}
+	q.mu.Unlock()
+	var b store.Batch
+	for _, op := range ops {
+		if op.Kind() == store.KindRedis {
+			b.Add(op)
+		}
+	}
+	b.Exec(ctx)
+	var errs error
+	out := make([]QueueInfo, 0, len(ops))
+	for i, op := range ops {
+		st, err := op.Do(ctx) // runs a local op; returns a batched op's result
+		if err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		out = append(out, QueueInfo{Stats: st, LocalConsumers: local[i]})
+	}
+	return out, errs
+}
+
+// settleTimeout bounds a settle sent off the loop.
+const settleTimeout = 5 * time.Second
+
+// background runs run off the loop with its own deadline (not the
+// runtime's context: it must still go out while a runtime closes), for
+// settles nobody waits for — a release when a task ended holding a
+// message. Failures are logged; the message then comes back after its
+// visibility timeout.
+func (q *Queues) background(log *slog.Logger, what string, run func(ctx context.Context) error) {
+	q.bg.Add(1)
+	go func() {
+		defer q.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		defer cancel()
+		if err := run(ctx); err != nil && !errors.Is(err, queue.ErrSettled) && !errors.Is(err, queue.ErrNotHeld) {
+			log.Warn("shield: queue: "+what+" failed", "error", err.Error())
+		}
+	}()
+}
+
+// Drain waits up to timeout for the settles background sent. The Module
+// calls it before closing the backend.
+func (q *Queues) Drain(timeout time.Duration) {
+	done := make(chan struct{})
+	go func() { q.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+	}
+}
+
+// queueBinding is the queue capability of one runtime.
+type queueBinding struct {
+	rt  *Runtime
+	svc *Queues
+	// objs maps each core queue this runtime opened to its Lua object, so
+	// opening a name again returns the same object. Loop only.
+	objs map[any]*lua.LUserData
+}
+
+// queueObj is one queue as scripts see it.
+type queueObj struct {
+	b     *queueBinding
+	kind  queue.Kind
+	typ   string
+	name  string
+	opts  queue.Options
+	entry *openedQueue
+
+	plain queue.Plain
+	delay queue.Delay
+	prio  queue.Priority
+	rel   queue.Reliable
+	bc    queue.Broadcast
+
+	// Reliable queues, loop only: the handles pop gave to tasks, extended
+	// every visibility_timeout/3 through this runtime's loop.
+	held        map[*queueHandle]struct{}
+	extendTimer *time.Timer
+}
+
+// kindMethod is one Lua method of a queue type.
+type kindMethod struct {
+	name string
+	fn   func(o *queueObj, a args) int
+}
+
+func (rt *Runtime) installQueues(lib *lua.LTable, q *Queues) {
+	L := rt.L
+	b := &queueBinding{rt: rt, svc: q, objs: map[any]*lua.LUserData{}}
+	common := []kindMethod{
+		{"pop", (*queueObj).pop}, {"length", (*queueObj).length}, {"consume", (*queueObj).consume},
+		{"stats", (*queueObj).stats}, {"name", (*queueObj).nameOf},
+	}
+	purge := kindMethod{"purge", (*queueObj).purge}
+	kinds := []struct {
+		typ     string
+		kind    queue.Kind
+		methods []kindMethod
+	}{
+		{plainQueueType, queue.KindPlain, append([]kindMethod{
+			{"push", (*queueObj).push}, {"push_batch", (*queueObj).pushBatch}, purge}, common...)},
+		{delayQueueType, queue.KindDelay, append([]kindMethod{
+			{"push", (*queueObj).push}, {"push_at", (*queueObj).pushAt},
+			{"pending", (*queueObj).pending}, {"ready", (*queueObj).ready}, purge}, common...)},
+		{priorityQueueType, queue.KindPriority, append([]kindMethod{{"push", (*queueObj).push}, purge}, common...)},
+		{reliableQueueType, queue.KindReliable, append([]kindMethod{
+			{"push", (*queueObj).push}, {"push_batch", (*queueObj).pushBatch}, purge,
+			{"ack", (*queueObj).ack}, {"nack", (*queueObj).nack}, {"dead_letter", (*queueObj).deadLetter}}, common...)},
+		{broadcastQueueType, queue.KindBroadcast, []kindMethod{
+			{"push", (*queueObj).push}, {"subscribe", (*queueObj).subscribe}, {"consume", (*queueObj).consume},
+			{"length", (*queueObj).length}, {"dead_letter", (*queueObj).deadLetter},
+			{"stats", (*queueObj).stats}, {"name", (*queueObj).nameOf}}},
+	}
+	for _, k := range kinds {
+		typ, kind := k.typ, k.kind
+		mt := L.NewTypeMetatable(typ)
+		mt.RawSetString("__name", lua.LString(typ))
+		methods := L.NewTable()
+		for _, m := range k.methods {
+			fn, name := m.fn, m.name
+			methods.RawSetString(name, rt.blocking(func(L *lua.LState) int {
+				a := argsOf(L, typ, name)
+				return fn(a.self(1, typ).(*queueObj), a)
+			}))
+		}
+		mt.RawSetString("__index", methods)
+		mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
+			o := L.CheckUserData(1).Value.(*queueObj)
+			L.Push(lua.LString(fmt.Sprintf("%s(%q)", o.typ, o.name)))
+			return 1
+		}))
+		ctor := typ[len("shield."):]
+		lib.RawSetString(ctor, L.NewFunction(func(L *lua.LState) int { return b.open(L, ctor, typ, kind) }))
+	}
+	b.installHandleType()
+	b.installDeadLettersType()
+	b.installConsumerType()
+}
+
+// shield.queue(name [, opts]) and the other constructors: the queue name of
+// that kind (the same object when this runtime opened it before).
+func (b *queueBinding) open(L *lua.LState, ctor, typ string, kind queue.Kind) int {
+	a := argsOf(L, "shield", ctor)
+	name := a.name(1, "queue name")
+	opts := b.options(a, 2, kind)
+	o := &queueObj{b: b, kind: kind, typ: typ, name: name, opts: opts}
+	var q any
+	var err error
+	var stats func() *store.Op[queue.Stats]
+	be := b.svc.Backend
+	switch kind {
+	case queue.KindPlain:
+		o.plain, err = be.Plain(name, opts)
+		q, stats = o.plain, func() *store.Op[queue.Stats] { return o.plain.Stats() }
+	case queue.KindDelay:
+		o.delay, err = be.Delay(name, opts)
+		q, stats = o.delay, func() *store.Op[queue.Stats] { return o.delay.Stats() }
+	case queue.KindPriority:
+		o.prio, err = be.Priority(name, opts)
+		q, stats = o.prio, func() *store.Op[queue.Stats] { return o.prio.Stats() }
+	case queue.KindReliable:
+		o.rel, err = be.Reliable(name, opts)
+		q, stats = o.rel, func() *store.Op[queue.Stats] { return o.rel.Stats() }
+	case queue.KindBroadcast:
+		o.bc, err = be.Broadcast(name, opts)
+		q, stats = o.bc, func() *store.Op[queue.Stats] { return o.bc.Stats() }
+	}
+	if err != nil {
+		a.fail("%s", err.Error())
+	}
+	if ud := b.objs[q]; ud != nil {
+		L.Push(ud)
+		return 1
+	}
+	o.entry = b.svc.register(kind, name, stats)
+	ud := L.NewUserData()
+	ud.Value = o
+	ud.Metatable = L.GetTypeMetatable(typ)
+	b.objs[q] = ud
+	L.Push(ud)
+	return 1
+}
+
+// Queue options: every kind takes the first two; reliable and broadcast
+// queues take the rest.
+var (
+	queueOptionNames  = []string{"max_length", "message_ttl"}
+	streamOptionNames = []string{"max_length", "message_ttl", "max_retries", "retry_delay", "visibility_timeout", "dead_letter"}
+	deadOptionNames   = []string{"enabled", "max_length", "ttl"}
+)
+
+// options reads a queue's options table at n (optional) over the queue
+// config's defaults.
+func (b *queueBinding) options(a args, n int, kind queue.Kind) queue.Options {
+	o := queue.DefaultOptions(b.svc.Config)
+	if a.L.Get(n) == lua.LNil {
+		return o
+	}
+	t := a.table(n)
+	known := queueOptionNames
+	if kind == queue.KindReliable || kind == queue.KindBroadcast {
+		known = streamOptionNames
+	}
+	bad := func(format string, v ...any) { a.bad(n, fmt.Sprintf(format, v...)) }
+	t.ForEach(func(k, v lua.LValue) {
+		key, _ := k.(lua.LString)
+		if !slices.Contains(known, string(key)) {
+			bad("unknown option %s (known: %s)", quoteKey(k), strings.Join(known, ", "))
+		}
+		switch key {
+		case "max_length":
+			o.MaxLength = optInt(bad, "max_length", v, 1)
+		case "message_ttl":
+			o.MessageTTL = optMillis(bad, "message_ttl", v, 0)
+		case "max_retries":
+			o.MaxRetries = optInt(bad, "max_retries", v, 0)
+		case "retry_delay":
+			o.RetryDelay = optMillis(bad, "retry_delay", v, 0)
+		case "visibility_timeout":
+			o.VisibilityTimeout = optMillis(bad, "visibility_timeout", v, 1)
+		case "dead_letter":
+			dt, ok := v.(*lua.LTable)
+			if !ok {
+				bad("option dead_letter: table expected, got %s", v.Type())
+			}
+			dt.ForEach(func(k, v lua.LValue) {
+				key, _ := k.(lua.LString)
+				switch key {
+				case "enabled":
+					on, ok := v.(lua.LBool)
+					if !ok {
+						bad("option dead_letter.enabled: boolean expected, got %s", v.Type())
+					}
+					o.DeadLetter.Enabled = bool(on)
+				case "max_length":
+					o.DeadLetter.MaxLength = optInt(bad, "dead_letter.max_length", v, 1)
+				case "ttl":
+					o.DeadLetter.TTL = optMillis(bad, "dead_letter.ttl", v, 0)
+				default:
+					bad("unknown option dead_letter.%s (known: %s)", quoteKey(k), strings.Join(deadOptionNames, ", "))
+				}
+			})
+		}
+	})
+	return o
+}
+
+func quoteKey(k lua.LValue) string {
+	if s, ok := k.(lua.LString); ok {
+		return fmt.Sprintf("%q", string(s))
+	}
+	return k.Type().String() + " key " + k.String()
+}
+
+// maxQueueCount bounds integer options (lengths, retries).
+const maxQueueCount = 1 << 31
+
+func optInt(bad func(string, ...any), key string, v lua.LValue, min float64) int {
+	f, ok := v.(lua.LNumber)
+	if !ok {
+		bad("option %s: number expected, got %s", key, v.Type())
+	}
+	if float64(f) < min || float64(f) > maxQueueCount || float64(f) != math.Trunc(float64(f)) {
+		bad("option %s must be a whole number >= %v, got %s", key, min, f.String())
+	}
+	return int(f)
+}
+
+func optMillis(bad func(string, ...any), key string, v lua.LValue, min float64) time.Duration {
+	f, ok := v.(lua.LNumber)
+	if !ok {
+		bad("option %s: number of milliseconds expected, got %s", key, v.Type())
+	}
+	if float64(f) < min || f != f || float64(f) > maxWaitMillis {
+		bad("option %s must be >= %v milliseconds (and at most %.0f), got %s", key, min, float64(maxWaitMillis), f.String())
+	}
+	return time.Duration(math.Ceil(float64(f))) * time.Millisecond
+}
+
+// maxWaitMillis bounds every duration argument: about 31 years, like
+// shield.sleep. Longer values are unit mistakes (or overflow time.Duration).
+const maxWaitMillis = 1e12
+
+// message encodes the message argument n; nil is refused (a pop returning
+// nil means "no message").
+func message(a args, n int) []byte {
+	v := a.L.Get(n)
+	if v == lua.LNil {
+		a.bad(n, "message expected, got "+a.got(n))
+	}
+	data, err := codec.Encode(v)
+	if err != nil {
+		a.bad(n, err.Error())
+	}
+	return data
+}
+
+// millisArg reads a required duration in milliseconds (>= 0, fractions
+// allowed) at n; what names it in errors.
+func millisArg(a args, n int, what string) time.Duration {
+	v := a.num(n)
+	if v != v || v < 0 || v > maxWaitMillis {
+		a.bad(n, fmt.Sprintf("%s must be >= 0 milliseconds (and at most %.0f), got %s", what, float64(maxWaitMillis), lua.LNumber(v).String()))
+	}
+	return time.Duration(v * float64(time.Millisecond))
+}
+
+func (o *queueObj) call(fn string) string { return o.typ + ":" + fn }
+
+func (o *queueObj) nameOf(a args) int {
+	a.L.Push(lua.LString(o.name))
+	return 1
+}

@@ -1,0 +1,279 @@
+package bindings
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/core/queue"
+)
+
+// queueConsumer is one q:consume / q:subscribe: the core's consumer
+// goroutine pops, and each message runs fn(msg) as a task of this runtime.
+// For reliable and broadcast queues the task's success acks the message and
+// its error nacks it after retry_delay (logged with its traceback and
+// counted as a callback error). Loop only, except handle.
+type queueConsumer struct {
+	o     *queueObj
+	label string // consumer name, or the broadcast group
+	fn    *lua.LFunction
+	task  string        // task name
+	stall time.Duration // the loop counts as wedged after a resume this long
+
+	stopFn      queue.StopFunc
+	tasks       map[*Task]struct{} // handler tasks running
+	stopping    bool
+	done        chan struct{} // closed once stopFn returned
+	stopErr     error         // written before done is closed
+	forgetClose func()
+}
+
+var consumeOptionNames = []string{"concurrency"}
+
+// maxConcurrency bounds consume's concurrency (each slot may hold a
+// message and a task).
+const maxConcurrency = 10000
+
+// consumeOptions reads consume's / subscribe's options table at n.
+func consumeOptions(a args, n int) int {
+	if a.L.Get(n) == lua.LNil {
+		return 1
+	}
+	t := a.table(n)
+	conc := 1
+	t.ForEach(func(k, v lua.LValue) {
+		switch k {
+		case lua.LString("concurrency"):
+			f, ok := v.(lua.LNumber)
+			if !ok || f < 1 || f > maxConcurrency || float64(f) != float64(int64(f)) {
+				a.bad(n, fmt.Sprintf("option concurrency must be a whole number from 1 to %d, got %s", maxConcurrency, v.String()))
+			}
+			conc = int(f)
+		default:
+			a.bad(n, fmt.Sprintf("unknown option %s (known: concurrency)", quoteKey(k)))
+		}
+	})
+	return conc
+}
+
+func (b *queueBinding) installConsumerType() {
+	L := b.rt.L
+	mt := L.NewTypeMetatable(queueConsumerType)
+	mt.RawSetString("__name", lua.LString(queueConsumerType))
+	methods := L.NewTable()
+	methods.RawSetString("stop", b.rt.blocking(func(L *lua.LState) int {
+		a := argsOf(L, queueConsumerType, "stop")
+		return a.self(1, queueConsumerType).(*queueConsumer).stopLua(a)
+	}))
+	mt.RawSetString("__index", methods)
+	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
+		c := L.CheckUserData(1).Value.(*queueConsumer)
+		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", queueConsumerType, c.o.name, c.label)))
+		return 1
+	}))
+}
+
+func (o *queueObj) newConsumer(label string, fn *lua.LFunction) *queueConsumer {
+	c := &queueConsumer{o: o, label: label, fn: fn, task: "consumer " + o.name + "/" + label,
+		tasks: map[*Task]struct{}{}, done: make(chan struct{})}
+	c.stall = max(o.extendEvery()/2, 10*time.Millisecond)
+	return c
+}
+
+func (c *queueConsumer) options(concurrency int) queue.ConsumeOptions {
+	o := queue.ConsumeOptions{Concurrency: concurrency, OnError: c.onError}
+	if c.o.kind == queue.KindReliable || c.o.kind == queue.KindBroadcast {
+		// Extend in-flight messages only while the loop makes progress: a
+		// wedged loop's messages go to another consumer after their
+		// visibility timeout instead of being held forever.
+		o.Alive = func() bool { return c.o.b.rt.Responsive(c.stall) }
+	}
+	return o
+}
+
+// q:consume(name, fn [, {concurrency = n}]) -> consumer. On a broadcast
+// queue name is the subscriber group (q:subscribe).
+func (o *queueObj) consume(a args) int {
+	label := a.name(2, "consumer name")
+	fn := a.function(3)
+	conc := consumeOptions(a, 4)
+	if o.kind == queue.KindBroadcast {
+		return o.startSubscribe(a, label, fn, conc)
+	}
+	c := o.newConsumer(label, fn)
+	opts := c.options(conc)
+	var stop queue.StopFunc
+	var err error
+	switch o.kind {
+	case queue.KindPlain:
+		stop, err = o.plain.Consume(opts, c.handle)
+	case queue.KindDelay:
+		stop, err = o.delay.Consume(opts, c.handle)
+	case queue.KindPriority:
+		stop, err = o.prio.Consume(opts, c.handle)
+	default:
+		stop, err = o.rel.Consume(opts, c.handle)
+	}
+	if err != nil {
+		a.fail("%s", err.Error())
+	}
+	a.L.Push(c.started(a.L, stop))
+	return 1
+}
+
+// q:subscribe(group, fn [, {concurrency = n}]) -> consumer: fn(msg) runs
+// for every message of the broadcast queue, once per group. It returns once
+// the group exists (it receives every message pushed from then on).
+func (o *queueObj) subscribe(a args) int {
+	group := a.name(2, "group")
+	fn := a.function(3)
+	return o.startSubscribe(a, group, fn, consumeOptions(a, 4))
+}
+
+func (o *queueObj) startSubscribe(a args, group string, fn *lua.LFunction, conc int) int {
+	c := o.newConsumer(group, fn)
+	opts := c.options(conc)
+	return o.b.rt.AwaitInline(a.L, o.call(a.fn), o.b.svc.Inline, func(ctx context.Context) (any, error) {
+		ctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
+		defer cancel()
+		return o.bc.Subscribe(ctx, group, opts, c.handle)
+	}, func(L *lua.LState, v any) []lua.LValue {
+		return []lua.LValue{c.started(L, v.(queue.StopFunc))}
+	})
+}
+
+// started records a running consumer: it keeps the runtime busy (shield run
+// stays up) and stops when the runtime closes. Loop only.
+func (c *queueConsumer) started(L *lua.LState, stop queue.StopFunc) *lua.LUserData {
+	rt := c.o.b.rt
+	c.stopFn = stop
+	rt.Ref()
+	c.o.b.svc.addConsumer(c.o.entry, 1)
+	// On close, handlers may finish within the shutdown grace; what is
+	// still in flight when the runtime's context ends is released.
+	c.forgetClose = rt.OnClose(func() { c.requestStop(rt.ctx, nil) })
+	ud := L.NewUserData()
+	ud.Value = c
+	ud.Metatable = L.GetTypeMetatable(queueConsumerType)
+	return ud
+}
+
+// handle is the core's handler, on the consumer goroutine: run the message
+// on the loop. If the runtime has stopped, the message is given back.
+func (c *queueConsumer) handle(d *queue.Delivery, done func(error)) {
+	if !c.o.b.rt.TryPost(func() { c.run(d, done) }) {
+		c.unprocessed(d, done)
+	}
+}
+
+// run starts the task for d. Loop only.
+func (c *queueConsumer) run(d *queue.Delivery, done func(error)) {
+	rt := c.o.b.rt
+	var t *Task
+	t = rt.Spawn(c.task, c.fn, []lua.LValue{decode(d.Body)}, func(err error) {
+		if t != nil { // nil: the task ended before Spawn returned
+			delete(c.tasks, t)
+		}
+		if errors.Is(err, ErrClosed) || errors.Is(err, ErrInterrupted) {
+			c.unprocessed(d, done) // the runtime ended the handler, not the message
+			return
+		}
+		if err != nil {
+			rt.callbackFailed("queue consumer", c.o.name+"/"+c.label, err)
+		}
+		done(err)
+	})
+	if !t.ended {
+		c.tasks[t] = struct{}{}
+	}
+}
+
+// unprocessed handles a message whose task the closing runtime ended before
+// it finished: a reliable or broadcast message stays in flight, and the
+// consumer's stop releases it for immediate redelivery when the runtime's
+// context ends (not a nack: the failure was not the message's); a popped
+// plain, delay or priority message is pushed back.
+func (c *queueConsumer) unprocessed(d *queue.Delivery, done func(error)) {
+	switch c.o.kind {
+	case queue.KindReliable, queue.KindBroadcast:
+		return
+	}
+	c.o.pushBackAfter(d.Message, "the shutdown ended a consumer's handler before it finished")
+	done(nil)
+}
+
+// onError is told about the consumer's troubles (on its goroutine).
+func (c *queueConsumer) onError(err error) {
+	var he *queue.HandlerError
+	if errors.As(err, &he) {
+		return // logged, with its traceback, when its task ended
+	}
+	msg := "shield: queue consumer: " + err.Error()
+	if errors.Is(err, queue.ErrNotHeld) {
+		msg = "shield: queue consumer: a message in flight was given to another consumer (its visibility timeout passed)"
+	}
+	c.o.b.rt.log.Warn(msg, "queue", c.o.name, "consumer", c.label, "error", err.Error())
+}
+
+// requestStop stops taking messages and ends the consumer in the
+// background: running handlers may finish until ctx ends, then what is
+// still in flight is released. Loop only; idempotent.
+func (c *queueConsumer) requestStop(ctx context.Context, cancel context.CancelFunc) {
+	if c.stopping {
+		if cancel != nil {
+			cancel()
+		}
+		return
+	}
+	rt := c.o.b.rt
+	c.stopping = true
+	c.forgetClose()
+	rt.Unref()
+	c.o.b.svc.addConsumer(c.o.entry, -1)
+	stop := c.stopFn
+	go func() {
+		c.stopErr = stop(ctx)
+		if cancel != nil {
+			cancel()
+		}
+		close(c.done)
+	}()
+}
+
+// defaultStopWait is how long consumer:stop() lets running handlers finish.
+const defaultStopWait = 30 * time.Second
+
+// consumer:stop([timeout_ms]) -> true | false, error: takes no new message,
+// waits for the running handlers (up to timeout_ms, default 30000; their
+// messages are then released for redelivery) and returns. Called from one
+// of the consumer's own handlers, or outside any task, it does not wait.
+// Idempotent.
+func (c *queueConsumer) stopLua(a args) int {
+	rt := c.o.b.rt
+	wait := defaultStopWait
+	if a.L.Get(2) != lua.LNil {
+		wait = millisArg(a, 2, "timeout")
+	}
+	if !c.stopping {
+		ctx, cancel := context.WithTimeout(rt.ctx, wait)
+		c.requestStop(ctx, cancel)
+	}
+	if _, own := c.tasks[rt.running]; own || rt.running == nil {
+		a.L.Push(lua.LTrue)
+		return 1
+	}
+	return rt.Suspend(a.L, queueConsumerType+":stop", func(complete func(Result)) {
+		go func() {
+			<-c.done
+			complete(func() ([]lua.LValue, error) {
+				if c.stopErr != nil {
+					return values(lua.LFalse, lua.LString(c.stopErr.Error()))
+				}
+				return values(lua.LTrue)
+			})
+		}()
+	})
+}

@@ -1,0 +1,368 @@
+package bindings
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/core/queue"
+)
+
+// queueHandle is a reliable delivery a task got from q:pop. The task holds
+// it until it acks or nacks it: meanwhile the runtime's loop extends its
+// visibility timeout every visibility_timeout/3 (a wedged loop stops
+// extending, so the message goes to another consumer instead of being held
+// forever); when the task ends without settling it, the message is
+// released for immediate redelivery.
+type queueHandle struct {
+	o    *queueObj
+	d    *queue.Delivery
+	task *Task // nil when popped outside any task
+	lost bool  // an extension found the message given to another consumer
+}
+
+func (b *queueBinding) installHandleType() {
+	L := b.rt.L
+	mt := L.NewTypeMetatable(queueHandleType)
+	mt.RawSetString("__name", lua.LString(queueHandleType))
+	methods := L.NewTable()
+	for _, m := range []struct {
+		name string
+		fn   func(h *queueHandle, a args) int
+	}{
+		{"ack", func(h *queueHandle, a args) int { return h.ack(a, "ack") }},
+		{"nack", func(h *queueHandle, a args) int { return h.nack(a, "nack", 2) }},
+		{"deliveries", (*queueHandle).deliveries},
+		{"id", (*queueHandle).id},
+	} {
+		name, fn := m.name, m.fn
+		methods.RawSetString(name, b.rt.blocking(func(L *lua.LState) int {
+			a := argsOf(L, queueHandleType, name)
+			return fn(a.self(1, queueHandleType).(*queueHandle), a)
+		}))
+	}
+	mt.RawSetString("__index", methods)
+	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
+		h := L.CheckUserData(1).Value.(*queueHandle)
+		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", queueHandleType, h.o.name, h.d.ID)))
+		return 1
+	}))
+}
+
+// handleFor is the convert of a reliable pop: msg, handle. Loop only.
+func (o *queueObj) handleFor(L *lua.LState, task *Task, d *queue.Delivery) []lua.LValue {
+	h := &queueHandle{o: o, d: d, task: task}
+	o.hold(h)
+	ud := L.NewUserData()
+	ud.Value = h
+	ud.Metatable = L.GetTypeMetatable(queueHandleType)
+	return []lua.LValue{decode(d.Body), ud}
+}
+
+// hold starts keeping h: extended while held, released when its task ends.
+func (o *queueObj) hold(h *queueHandle) {
+	rt := o.b.rt
+	if o.held == nil {
+		o.held = map[*queueHandle]struct{}{}
+		rt.OnClose(o.releaseHeld)
+	}
+	o.held[h] = struct{}{}
+	if h.task != nil {
+		rt.OnTaskEnd(h.task, h, func() {
+			if o.unhold(h) && !h.d.Settled() {
+				rt.log.Warn("shield: queue: a task ended holding a reliable message without ack or nack; released for immediate redelivery",
+					"queue", o.name, "id", h.d.ID, "task", h.task.Name)
+				o.release(h.d)
+			}
+		})
+	}
+	if o.extendTimer == nil {
+		o.extendTimer = time.AfterFunc(o.extendEvery(), func() { rt.Post(o.extendHeld) })
+	}
+}
+
+// unhold stops keeping h and reports whether it was kept. Loop only.
+func (o *queueObj) unhold(h *queueHandle) bool {
+	if _, ok := o.held[h]; !ok {
+		return false
+	}
+	delete(o.held, h)
+	if h.task != nil {
+		o.b.rt.ForgetTaskEnd(h.task, h)
+	}
+	return true
+}
+
+func (o *queueObj) extendEvery() time.Duration {
+	return max(o.opts.VisibilityTimeout/3, time.Millisecond)
+}
+
+// extendHeld extends every held delivery in this loop turn (one pipeline on
+// Redis) and re-arms the timer while some are held. Loop only.
+func (o *queueObj) extendHeld() {
+	rt := o.b.rt
+	if len(o.held) == 0 {
+		o.extendTimer = nil
+		return
+	}
+	for h := range o.held {
+		if h.lost || h.d.Settled() {
+			continue
+		}
+		Go(rt, h.d.Extend(), func(_ struct{}, err error) {
+			switch {
+			case err == nil, errors.Is(err, queue.ErrSettled):
+			case errors.Is(err, queue.ErrNotHeld):
+				h.lost = true
+				rt.log.Warn("shield: queue: a held reliable message was given to another consumer (its visibility timeout passed)",
+					"queue", o.name, "id", h.d.ID)
+			default:
+				rt.log.Warn("shield: queue: extending a held reliable message failed; retrying", "queue", o.name, "error", err.Error())
+			}
+		})
+	}
+	o.extendTimer.Reset(o.extendEvery())
+}
+
+// releaseHeld runs when the runtime closes: handles popped outside tasks are
+// released. A task's own are released when it ends, and extended until
+// then (tasks may finish within the shutdown grace).
+func (o *queueObj) releaseHeld() {
+	for h := range o.held {
+		if h.task == nil {
+			o.unhold(h)
+			o.release(h.d)
+		}
+	}
+}
+
+// release gives d back for immediate redelivery (uncounted), off the loop:
+// it must go out even while the runtime closes.
+func (o *queueObj) release(d *queue.Delivery) {
+	op := d.Release()
+	o.b.svc.background(o.b.rt.log, "releasing a message of "+o.name, func(ctx context.Context) error {
+		_, err := op.Do(ctx)
+		return err
+	})
+}
+
+// handleArg reads a handle argument of q:ack / q:nack and checks that it is
+// one of this queue's.
+func (o *queueObj) handleArg(a args, n int) *queueHandle {
+	ud, ok := a.L.Get(n).(*lua.LUserData)
+	var h *queueHandle
+	if ok {
+		h, _ = ud.Value.(*queueHandle)
+	}
+	if h == nil {
+		a.bad(n, queueHandleType+" expected, got "+a.got(n))
+	}
+	if h.o.rel != o.rel {
+		a.bad(n, fmt.Sprintf("handle of another queue (%q, not %q)", h.o.name, o.name))
+	}
+	return h
+}
+
+// q:ack(handle) on a reliable queue: handle:ack() for this queue's handles.
+func (o *queueObj) ack(a args) int { return o.handleArg(a, 2).ack(a, "ack") }
+
+// q:nack(handle [, delay_ms]).
+func (o *queueObj) nack(a args) int { return o.handleArg(a, 2).nack(a, "nack", 3) }
+
+// settleErr maps what a settle may answer: not_held is a value; settling
+// twice and a foreign handle are errors.
+func (h *queueHandle) settleErr(err error) ([]lua.LValue, error) {
+	switch {
+	case errors.Is(err, queue.ErrNotHeld):
+		return reason("not_held")
+	case errors.Is(err, queue.ErrSettled):
+		return nil, fmt.Errorf("the message %s was already acked, nacked or released through this handle", h.d.ID)
+	case errors.Is(err, queue.ErrForeign):
+		return nil, fmt.Errorf("handle of another queue")
+	}
+	return nil, err
+}
+
+// handle:ack() -> true | nil, "not_held" (its visibility timeout passed
+// and another consumer got the message). Acking twice raises.
+func (h *queueHandle) ack(a args, fn string) int {
+	if h.d.Settled() {
+		a.fail("the message %s was already acked, nacked or released through this handle", h.d.ID)
+	}
+	return RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.d.Ack(), func(_ *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
+		if err == nil || errors.Is(err, queue.ErrNotHeld) {
+			h.o.unhold(h)
+		}
+		if err != nil {
+			return h.settleErr(err)
+		}
+		return values(lua.LTrue)
+	})
+}
+
+// handle:nack([delay_ms]) -> true (redelivered after delay, default
+// retry_delay) | true, "dead_letter" (that was its last allowed delivery:
+// it moved to the dead letters) | nil, "not_held".
+func (h *queueHandle) nack(a args, fn string, n int) int {
+	delay := h.o.opts.RetryDelay
+	if a.L.Get(n) != lua.LNil {
+		delay = millisArg(a, n, "delay")
+	}
+	if h.d.Settled() {
+		a.fail("the message %s was already acked, nacked or released through this handle", h.d.ID)
+	}
+	return RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.d.Nack(delay), func(_ *lua.LState, r queue.NackResult, err error) ([]lua.LValue, error) {
+		if err == nil || errors.Is(err, queue.ErrNotHeld) {
+			h.o.unhold(h)
+		}
+		switch {
+		case err != nil:
+			return h.settleErr(err)
+		case r.DeadLettered:
+			return values(lua.LTrue, lua.LString("dead_letter"))
+		}
+		return values(lua.LTrue)
+	})
+}
+
+// handle:deliveries() -> how many times the message was delivered, this
+// delivery included.
+func (h *queueHandle) deliveries(a args) int {
+	a.L.Push(lua.LNumber(h.d.Deliveries))
+	return 1
+}
+
+// handle:id() -> the message id.
+func (h *queueHandle) id(a args) int {
+	a.L.Push(lua.LString(h.d.ID))
+	return 1
+}
+
+// ---- dead letters
+
+type deadLetters struct {
+	o *queueObj
+	l queue.DeadLetters
+}
+
+func (b *queueBinding) installDeadLettersType() {
+	L := b.rt.L
+	mt := L.NewTypeMetatable(deadLettersType)
+	mt.RawSetString("__name", lua.LString(deadLettersType))
+	methods := L.NewTable()
+	for _, m := range []struct {
+		name string
+		fn   func(dl *deadLetters, a args) int
+	}{
+		{"range", (*deadLetters).rangeOf}, {"length", (*deadLetters).length},
+		{"requeue", (*deadLetters).requeue}, {"requeue_all", (*deadLetters).requeueAll},
+		{"purge", (*deadLetters).purge},
+	} {
+		name, fn := m.name, m.fn
+		methods.RawSetString(name, b.rt.blocking(func(L *lua.LState) int {
+			a := argsOf(L, deadLettersType, name)
+			return fn(a.self(1, deadLettersType).(*deadLetters), a)
+		}))
+	}
+	mt.RawSetString("__index", methods)
+	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
+		dl := L.CheckUserData(1).Value.(*deadLetters)
+		L.Push(lua.LString(fmt.Sprintf("%s(%q)", deadLettersType, dl.o.name)))
+		return 1
+	}))
+}
+
+// q:dead_letter() -> the queue's dead letters.
+func (o *queueObj) deadLetter(a args) int {
+	dl := &deadLetters{o: o}
+	if o.kind == queue.KindReliable {
+		dl.l = o.rel.DeadLetters()
+	} else {
+		dl.l = o.bc.DeadLetters()
+	}
+	ud := a.L.NewUserData()
+	ud.Value = dl
+	ud.Metatable = a.L.GetTypeMetatable(deadLettersType)
+	a.L.Push(ud)
+	return 1
+}
+
+func (dl *deadLetters) call(fn string) string { return deadLettersType + ":" + fn }
+
+// countArg reads an optional whole number >= 0 at n.
+func countArg(a args, n int, what string, def int) int {
+	if a.L.Get(n) == lua.LNil {
+		return def
+	}
+	v := a.num(n)
+	if v != v || v < 0 || v > maxQueueCount || v != float64(int64(v)) {
+		a.bad(n, fmt.Sprintf("%s must be a whole number >= 0, got %s", what, lua.LNumber(v).String()))
+	}
+	return int(v)
+}
+
+// dead:range([start=0 [, count=100]]) -> {{id, message_id, message,
+// deliveries, at, group}, ...}, oldest first.
+func (dl *deadLetters) rangeOf(a args) int {
+	start := countArg(a, 2, "start", 0)
+	count := countArg(a, 3, "count", 100)
+	return RunOutcome(dl.o.b.rt, a.L, dl.call("range"), dl.l.Range(start, count), func(L *lua.LState, ls []queue.DeadLetter, err error) ([]lua.LValue, error) {
+		if err != nil {
+			return nil, err
+		}
+		out := L.CreateTable(len(ls), 0)
+		for _, d := range ls {
+			t := L.CreateTable(0, 6)
+			t.RawSetString("id", lua.LString(d.ID))
+			t.RawSetString("message_id", lua.LString(d.MessageID))
+			t.RawSetString("message", decode(d.Body))
+			t.RawSetString("deliveries", lua.LNumber(d.Deliveries))
+			t.RawSetString("at", lua.LNumber(d.At.UnixMilli()))
+			if d.Group != "" {
+				t.RawSetString("group", lua.LString(d.Group))
+			}
+			out.Append(t)
+		}
+		return values(out)
+	})
+}
+
+func (dl *deadLetters) length(a args) int {
+	return RunOutcome(dl.o.b.rt, a.L, dl.call("length"), dl.l.Length(), counted)
+}
+
+// dead:requeue(id) -> true | nil, "not_found" | nil, "full".
+func (dl *deadLetters) requeue(a args) int {
+	id := a.name(2, "dead letter id")
+	return RunOutcome(dl.o.b.rt, a.L, dl.call("requeue"), dl.l.Requeue(id), func(_ *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
+		switch {
+		case errors.Is(err, queue.ErrNotFound):
+			return reason("not_found")
+		case errors.Is(err, queue.ErrFull):
+			return reason("full")
+		case err != nil:
+			return nil, err
+		}
+		return values(lua.LTrue)
+	})
+}
+
+// dead:requeue_all() -> n moved | n, "full" (some stayed: the queue is full).
+func (dl *deadLetters) requeueAll(a args) int {
+	return RunOutcome(dl.o.b.rt, a.L, dl.call("requeue_all"), dl.l.RequeueAll(), func(_ *lua.LState, n int, err error) ([]lua.LValue, error) {
+		switch {
+		case errors.Is(err, queue.ErrFull):
+			return values(lua.LNumber(n), lua.LString("full"))
+		case err != nil:
+			return nil, err
+		}
+		return values(lua.LNumber(n))
+	})
+}
+
+func (dl *deadLetters) purge(a args) int {
+	return RunOutcome(dl.o.b.rt, a.L, dl.call("purge"), dl.l.Purge(), counted)
+}

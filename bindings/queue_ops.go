@@ -1,0 +1,264 @@
+package bindings
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/core/codec"
+	"github.com/shieldrt/shieldglobal/core/queue"
+	"github.com/shieldrt/shieldglobal/core/store"
+)
+
+// pushed is the conv of every push: true (or the message id of a reliable
+// or broadcast queue), or nil, "full".
+func pushed[T any](id func(T) lua.LValue) func(*lua.LState, T, error) ([]lua.LValue, error) {
+	return func(_ *lua.LState, v T, err error) ([]lua.LValue, error) {
+		switch {
+		case errors.Is(err, queue.ErrFull):
+			return reason("full")
+		case err != nil:
+			return nil, err
+		}
+		return values(id(v))
+	}
+}
+
+func pushedTrue(struct{}) lua.LValue { return lua.LTrue }
+func pushedID(id string) lua.LValue  { return lua.LString(id) }
+
+// q:push(msg) on a plain, reliable or broadcast queue; q:push(msg, delay_ms)
+// on a delay queue; q:push(msg, priority) on a priority queue.
+func (o *queueObj) push(a args) int {
+	body := message(a, 2)
+	rt, L, name := o.b.rt, a.L, o.call("push")
+	switch o.kind {
+	case queue.KindPlain:
+		return RunOutcome(rt, L, name, o.plain.Push(body), pushed(pushedTrue))
+	case queue.KindDelay:
+		return RunOutcome(rt, L, name, o.delay.Push(body, millisArg(a, 3, "delay")), pushed(pushedTrue))
+	case queue.KindPriority:
+		p := a.num(3)
+		if p != p {
+			a.bad(3, "priority must be a number, got NaN")
+		}
+		return RunOutcome(rt, L, name, o.prio.Push(body, p), pushed(pushedTrue))
+	case queue.KindReliable:
+		return RunOutcome(rt, L, name, o.rel.Push(body), pushed(pushedID))
+	default:
+		return RunOutcome(rt, L, name, o.bc.Push(body), pushed(pushedID))
+	}
+}
+
+// q:push_at(msg, unix_seconds) on a delay queue: due at that time (fractions
+// allowed); a time in the past is due at once.
+func (o *queueObj) pushAt(a args) int {
+	body := message(a, 2)
+	sec := a.num(3)
+	if sec != sec || math.Abs(sec) > maxWaitMillis {
+		a.bad(3, fmt.Sprintf("time must be Unix seconds, got %s", lua.LNumber(sec).String()))
+	}
+	whole, frac := math.Modf(sec)
+	at := time.Unix(int64(whole), int64(frac*1e9))
+	return RunOutcome(o.b.rt, a.L, o.call("push_at"), o.delay.PushAt(body, at), pushed(pushedTrue))
+}
+
+// q:push_batch({msg, ...}): all or nothing. Plain: true; reliable: the ids;
+// nil, "full" when the batch does not fit.
+func (o *queueObj) pushBatch(a args) int {
+	t := a.table(2)
+	n := t.Len()
+	bodies := make([][]byte, 0, n)
+	for i := 1; i <= n; i++ {
+		v := t.RawGetInt(i)
+		if v == lua.LNil {
+			a.bad(2, fmt.Sprintf("message #%d is nil", i))
+		}
+		data, err := codec.Encode(v)
+		if err != nil {
+			a.bad(2, fmt.Sprintf("message #%d: %v", i, err))
+		}
+		bodies = append(bodies, data)
+	}
+	rt, L, name := o.b.rt, a.L, o.call("push_batch")
+	if o.kind == queue.KindPlain {
+		return RunOutcome(rt, L, name, o.plain.PushBatch(bodies), pushed(pushedTrue))
+	}
+	return RunOutcome(rt, L, name, o.rel.PushBatch(bodies), pushed(func(ids []string) lua.LValue {
+		out := rt.L.CreateTable(len(ids), 0)
+		for _, id := range ids {
+			out.Append(lua.LString(id))
+		}
+		return out
+	}))
+}
+
+// timeoutArg reads pop's optional timeout: nil or 0 = do not wait.
+func timeoutArg(a args, n int) time.Duration {
+	if a.L.Get(n) == lua.LNil {
+		return 0
+	}
+	v := a.num(n)
+	if v != v || v < 0 || v > maxWaitMillis {
+		a.bad(n, fmt.Sprintf("timeout must be >= 0 milliseconds (and at most %.0f), got %s", float64(maxWaitMillis), lua.LNumber(v).String()))
+	}
+	return time.Duration(v * float64(time.Millisecond))
+}
+
+// q:pop([timeout_ms]) -> msg | nil | nil, "timeout". On a reliable queue
+// -> msg, handle. Without a timeout (or 0) it does not wait; with one only
+// the calling task waits.
+func (o *queueObj) pop(a args) int {
+	timeout := timeoutArg(a, 2)
+	name := o.call("pop")
+	if o.kind == queue.KindReliable {
+		return pop(o, a.L, name, timeout, popKind[*queue.Delivery]{
+			first:    o.rel.Pop,
+			w:        o.rel,
+			giveBack: o.release,
+			convert:  o.handleFor,
+		})
+	}
+	var first func() *store.Op[queue.Message]
+	var w queue.Waiter[queue.Message]
+	switch o.kind {
+	case queue.KindPlain:
+		first, w = o.plain.Pop, o.plain
+	case queue.KindDelay:
+		first, w = o.delay.Pop, o.delay
+	default:
+		first, w = o.prio.Pop, o.prio
+	}
+	return pop(o, a.L, name, timeout, popKind[queue.Message]{
+		first:    first,
+		w:        w,
+		giveBack: o.pushBack,
+		convert:  func(_ *lua.LState, _ *Task, m queue.Message) []lua.LValue { return []lua.LValue{decode(m.Body)} },
+	})
+}
+
+// pushBack puts a popped message of a plain, delay or priority queue back
+// when the task that popped it ended before it could take it (it was
+// withdrawing its wait when the message arrived): at the tail, at its due
+// time, with its priority. Rare; logged.
+func (o *queueObj) pushBack(m queue.Message) {
+	o.pushBackAfter(m, "a message reached a task that had ended")
+}
+
+// pushBackAfter is pushBack logging why.
+func (o *queueObj) pushBackAfter(m queue.Message, why string) {
+	var op *store.Op[struct{}]
+	switch o.kind {
+	case queue.KindPlain:
+		op = o.plain.Push(m.Body)
+	case queue.KindDelay:
+		op = o.delay.PushAt(m.Body, m.Due)
+	default:
+		op = o.prio.Push(m.Body, m.Priority)
+	}
+	o.b.rt.log.Warn("shield: queue: "+why+"; pushed back", "queue", o.name)
+	o.b.svc.background(o.b.rt.log, "pushing back a message of "+o.name, func(ctx context.Context) error {
+		_, err := op.Do(ctx)
+		return err
+	})
+}
+
+func counted(_ *lua.LState, n int64, err error) ([]lua.LValue, error) {
+	if err != nil {
+		return nil, err
+	}
+	return values(lua.LNumber(n))
+}
+
+// q:length() -> messages held (a reliable queue: not yet acknowledged; a
+// broadcast queue: entries retained).
+func (o *queueObj) length(a args) int {
+	var op *store.Op[int64]
+	switch o.kind {
+	case queue.KindPlain:
+		op = o.plain.Length()
+	case queue.KindDelay:
+		op = o.delay.Length()
+	case queue.KindPriority:
+		op = o.prio.Length()
+	case queue.KindReliable:
+		op = o.rel.Length()
+	default:
+		op = o.bc.Length()
+	}
+	return RunOutcome(o.b.rt, a.L, o.call("length"), op, counted)
+}
+
+// q:pending() -> delay-queue messages not yet due.
+func (o *queueObj) pending(a args) int {
+	return RunOutcome(o.b.rt, a.L, o.call("pending"), o.delay.Pending(), counted)
+}
+
+// q:ready() -> delay-queue messages due.
+func (o *queueObj) ready(a args) int {
+	return RunOutcome(o.b.rt, a.L, o.call("ready"), o.delay.Ready(), counted)
+}
+
+// q:purge() -> how many messages were dropped.
+func (o *queueObj) purge(a args) int {
+	var op *store.Op[int64]
+	switch o.kind {
+	case queue.KindPlain:
+		op = o.plain.Purge()
+	case queue.KindDelay:
+		op = o.delay.Purge()
+	case queue.KindPriority:
+		op = o.prio.Purge()
+	default:
+		op = o.rel.Purge()
+	}
+	return RunOutcome(o.b.rt, a.L, o.call("purge"), op, counted)
+}
+
+func (o *queueObj) statsOp() *store.Op[queue.Stats] { return o.entry.stats() }
+
+// q:stats() -> the queue's ops facts (see statsTable).
+func (o *queueObj) stats(a args) int {
+	entry := o.entry
+	return RunOutcome(o.b.rt, a.L, o.call("stats"), o.statsOp(), func(L *lua.LState, st queue.Stats, err error) ([]lua.LValue, error) {
+		if err != nil {
+			return nil, err
+		}
+		t := statsTable(L, st)
+		o.b.svc.mu.Lock()
+		t.RawSetString("local_consumers", lua.LNumber(entry.consumers))
+		o.b.svc.mu.Unlock()
+		return values(t)
+	})
+}
+
+// statsTable is queue.Stats as a Lua table with snake_case fields; a
+// broadcast queue's groups are under groups[name].
+func statsTable(L *lua.LState, st queue.Stats) *lua.LTable {
+	t := L.CreateTable(0, 16)
+	t.RawSetString("name", lua.LString(st.Name))
+	t.RawSetString("kind", lua.LString(st.Kind.String()))
+	for _, f := range []struct {
+		k string
+		v int64
+	}{
+		{"length", st.Length}, {"pending", st.Pending}, {"ready", st.Ready}, {"in_flight", st.InFlight},
+		{"retrying", st.Retrying}, {"consumers", st.Consumers}, {"dead_letters", st.DeadLetters},
+		{"expired", st.Expired}, {"trimmed", st.Trimmed}, {"reclaimed", st.Reclaimed}, {"nacked", st.Nacked},
+		{"dead_lettered", st.DeadLettered}, {"dead_dropped", st.DeadDropped},
+	} {
+		t.RawSetString(f.k, lua.LNumber(f.v))
+	}
+	if st.Kind == queue.KindBroadcast {
+		groups := L.CreateTable(0, len(st.Groups))
+		for _, g := range st.Groups {
+			groups.RawSetString(g.Name, statsTable(L, g))
+		}
+		t.RawSetString("groups", groups)
+	}
+	return t
+}

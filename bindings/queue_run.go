@@ -1,0 +1,158 @@
+package bindings
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/core/queue"
+	"github.com/shieldrt/shieldglobal/core/store"
+)
+
+// values is conv's usual outcome: vals, no error.
+func values(vals ...lua.LValue) ([]lua.LValue, error) { return vals, nil }
+
+// reason is conv's "nil, reason" outcome.
+func reason(why string) ([]lua.LValue, error) { return []lua.LValue{lua.LNil, lua.LString(why)}, nil }
+
+// popKind is what a pop of one kind needs besides the waiter: the first
+// non-blocking attempt, how to give back a message whose task is gone, and
+// how to turn a message into Lua values (on the loop).
+type popKind[T any] struct {
+	first    func() *store.Op[T]
+	w        queue.Waiter[T]
+	giveBack func(v T)
+	convert  func(L *lua.LState, task *Task, v T) []lua.LValue
+}
+
+// popState is one pop between its start and the moment its task has the
+// message. Whoever learns last that the task is gone gives the message back:
+// the delivery (any goroutine) or the task-end cleanup (loop).
+type popState[T any] struct {
+	task        *Task       // nil outside tasks
+	cancel      func() bool // the pending PopWait, if any; loop only
+	forgetClose func()      // loop only
+	mu          sync.Mutex  // guards the fields below
+	v           T           // a message delivered and not yet taken by the task
+	have        bool
+	taken       bool
+	ended       bool // the task ended (or the runtime closed it) before taking it
+}
+
+// pop runs a pop of up to timeout (0: one non-blocking attempt). On Redis
+// it first pops in this turn's pipeline and only waits (the backend's
+// PopWait) when that found nothing; on memory PopWait answers inline when a
+// message is there. Results: the converted message; nil (nothing, no
+// timeout); nil, "timeout". A task that ends while waiting withdraws its
+// wait, and a message that reached it too late goes back (see giveBack).
+func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, k popKind[T]) int {
+	rt := o.b.rt
+	mode := rt.callMode(L)
+	switch {
+	case mode == modeForbidden:
+		rt.refuseBlock(L, name)
+	case timeout <= 0 && (o.b.svc.Inline || mode == modeSync):
+		// One attempt that completes here (a local op, or the loop itself
+		// waits outside tasks, as Run does): nothing to give back.
+		st := &popState[T]{task: rt.running, forgetClose: func() {}}
+		v, err := k.first().Do(rt.ctx)
+		vals, err := st.result(rt, k, v, err)
+		if err != nil {
+			raise(L, "%s: %s", name, err.Error())
+		}
+		return pushAll(L, vals)
+	}
+	return rt.Suspend(L, name, func(complete func(Result)) {
+		st := &popState[T]{task: rt.running, forgetClose: func() {}}
+		deadline := time.Now().Add(timeout)
+		deliver := func(v T, err error) { // any goroutine, once
+			st.mu.Lock()
+			if st.ended {
+				st.mu.Unlock()
+				if err == nil {
+					k.giveBack(v)
+				}
+				return
+			}
+			st.v, st.have = v, err == nil
+			st.mu.Unlock()
+			complete(func() ([]lua.LValue, error) { return st.result(rt, k, v, err) })
+		}
+		if st.task != nil {
+			rt.OnTaskEnd(st.task, st, st.taskEnded(k))
+		}
+		if timeout > 0 {
+			st.forgetClose = rt.OnClose(func() {
+				// The runtime closes: end the wait now, not at its timeout.
+				if st.cancel == nil || st.cancel() {
+					complete(closingResult)
+				}
+			})
+		}
+		wait := func(d time.Duration) { st.cancel = k.w.PopWait(d, deliver) }
+		switch {
+		case mode == modeYield && !o.b.svc.Inline:
+			Go(rt, k.first(), func(v T, err error) { // on the loop
+				switch {
+				case err == nil || timeout <= 0 || errors.Is(err, queue.ErrClosed):
+					deliver(v, err)
+				case time.Until(deadline) <= 0:
+					deliver(v, queue.ErrTimeout)
+				default: // empty, or Redis trouble: the backend's wait retries
+					st.mu.Lock()
+					ended := st.ended
+					st.mu.Unlock()
+					if !ended {
+						wait(time.Until(deadline))
+					}
+				}
+			})
+		default:
+			wait(timeout)
+		}
+	})
+}
+
+// closingResult ends a wait the closing runtime cut short.
+func closingResult() ([]lua.LValue, error) { return nil, errClosing }
+
+// result runs on the loop when the task takes the outcome.
+func (st *popState[T]) result(rt *Runtime, k popKind[T], v T, err error) ([]lua.LValue, error) {
+	st.mu.Lock()
+	st.taken = true
+	st.mu.Unlock()
+	if st.task != nil {
+		rt.ForgetTaskEnd(st.task, st)
+	}
+	st.forgetClose()
+	switch {
+	case err == nil:
+		return k.convert(rt.L, st.task, v), nil
+	case errors.Is(err, queue.ErrEmpty):
+		return values(lua.LNil)
+	case errors.Is(err, queue.ErrTimeout):
+		return reason("timeout")
+	case errors.Is(err, queue.ErrClosed):
+		return nil, errClosing
+	}
+	return nil, err
+}
+
+// taskEnded is the cleanup of a task that ends while its pop is pending.
+func (st *popState[T]) taskEnded(k popKind[T]) func() {
+	return func() {
+		st.forgetClose()
+		if st.cancel != nil && st.cancel() {
+			return // withdrawn: the backend keeps the message
+		}
+		st.mu.Lock()
+		st.ended = true
+		v, give := st.v, st.have && !st.taken
+		st.mu.Unlock()
+		if give {
+			k.giveBack(v)
+		}
+	}
+}

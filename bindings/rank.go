@@ -1,0 +1,601 @@
+package bindings
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/core/rank"
+)
+
+// shield.rank: leaderboards on core/rank (docs/rank.md). This file checks
+// arguments and converts values; rank_reset.go holds the periodic reset.
+
+const rankType = "shield.rank"
+
+// Ranks backs shield.rank: the leaderboard backend, the rank config and the
+// reset tasks this process registered. One per Module, shared by its
+// runtimes.
+type Ranks struct {
+	Backend rank.Backend
+	// MaxMembers is the default of the max_members option (rank.max_members).
+	MaxMembers int
+	// Archive is the default of the archive option of a reset
+	// (rank.reset.enabled).
+	Archive bool
+	// ArchiveTTL is how long a reset's archive is kept (rank.reset.archive_ttl).
+	ArchiveTTL time.Duration
+	// Scheduler registers periodic resets; nil makes shield.rank refuse the
+	// reset option.
+	Scheduler RankScheduler
+	// Now is the clock that dates resets (time.Now when nil).
+	Now func() time.Time
+	// Log gets one line per reset run (slog.Default when nil).
+	Log *slog.Logger
+
+	mu     sync.Mutex
+	resets map[string]resetPlan // boards whose reset task is registered, by name
+}
+
+// RankScheduler is what periodic resets need from the scheduler.
+//
+// Register adds the task name ("rank:<board>:reset") that fires on cronExpr
+// (five fields, minute hour day-of-month month day-of-week, in UTC: "M H * * *",
+// "M H * * 1" or "M H 1 * *"). With distributed true each firing runs in
+// exactly one of the processes that registered the task; otherwise in each.
+// run starts one reset without blocking and calls done exactly once, from
+// any goroutine, when it is over (a non-nil error says what failed; the
+// scheduler logs it). A run must not start while the previous one of the
+// same task is in progress. Register is called once per board name per
+// process, from a Lua runtime's loop, and must not block on the network.
+type RankScheduler interface {
+	Register(name, cronExpr string, distributed bool, run func(done func(error))) error
+}
+
+// errNoScheduler is raised by shield.rank(name, {reset = ...}) when the
+// Module has no scheduler.
+var errNoScheduler = errors.New("reset needs the scheduler (scheduler.enabled: false?)")
+
+func (r *Ranks) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Ranks) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.Default()
+}
+
+// installRanks registers shield.rank(name [, opts]).
+func (rt *Runtime) installRanks(lib *lua.LTable, r *Ranks) {
+	L := rt.L
+	b := &rankBinding{rt: rt, r: r}
+	mt := L.NewTypeMetatable(rankType)
+	mt.RawSetString("__name", lua.LString(rankType))
+	methods := L.NewTable()
+	for _, m := range []struct {
+		name string
+		fn   lua.LGFunction
+	}{
+		{"update", b.update}, {"mupdate", b.mupdate}, {"incr", b.incr},
+		{"remove", b.remove}, {"clear", b.clear}, {"swap", b.swap},
+		{"position", b.position}, {"score", b.score},
+		{"top", b.top}, {"range", b.rangeByRank}, {"range_by_score", b.rangeByScore},
+		{"around", b.around}, {"count", b.count}, {"version", b.version},
+		{"snapshot", b.snapshot}, {"archive", b.archive},
+	} {
+		methods.RawSetString(m.name, rt.blocking(m.fn))
+	}
+	mt.RawSetString("__index", methods)
+	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
+		bd, _ := L.CheckUserData(1).Value.(rank.Board)
+		name := ""
+		if bd != nil {
+			name = bd.Name()
+		}
+		L.Push(lua.LString(fmt.Sprintf("%s(%q)", rankType, name)))
+		return 1
+	}))
+	lib.RawSetString("rank", L.NewFunction(b.open))
+}
+
+type rankBinding struct {
+	rt *Runtime
+	r  *Ranks
+}
+
+// ---- shield.rank(name [, opts])
+
+var rankOptionNames = []string{"max_members", "ties", "reset", "reset_time", "archive", "distributed"}
+
+// maxRankCount bounds every count and rank argument: large enough for any
+// board, small enough to stay exact as a Lua number and an int.
+const maxRankCount = 1 << 40
+
+func (b *rankBinding) open(L *lua.LState) int {
+	a := argsOf(L, "shield", "rank")
+	name := a.name(1, "board name")
+	if name[0] == '}' {
+		a.bad(1, "board name must not start with '}'")
+	}
+	o := rank.Options{MaxMembers: b.r.MaxMembers}
+	plan := resetPlan{archive: b.r.Archive, distributed: true}
+	var resetOnly []string // reset options given without reset
+	if L.Get(2) != lua.LNil {
+		forOptions(a, 2, rankOptionNames, func(key string, v lua.LValue) {
+			switch key {
+			case "max_members":
+				o.MaxMembers = int(optInteger(a, 2, key, v, 1, math.MaxInt32))
+			case "ties":
+				s := optString(a, 2, key, v)
+				t, err := rank.ParseTies(s)
+				if err != nil {
+					a.bad(2, fmt.Sprintf(`option ties must be "reach" or "uid", got %q`, s))
+				}
+				o.Ties = t
+			case "reset":
+				s := optString(a, 2, key, v)
+				if !validPeriod(s) {
+					a.bad(2, fmt.Sprintf(`option reset must be "daily", "weekly" or "monthly", got %q`, s))
+				}
+				plan.period = s
+			case "reset_time":
+				s := optString(a, 2, key, v)
+				h, m, ok := parseClock(s)
+				if !ok {
+					a.bad(2, fmt.Sprintf(`option reset_time must be "HH:MM" (UTC, 00:00 to 23:59), got %q`, s))
+				}
+				plan.hour, plan.minute = h, m
+				resetOnly = append(resetOnly, key)
+			case "archive":
+				plan.archive = optBool(a, 2, key, v)
+				resetOnly = append(resetOnly, key)
+			case "distributed":
+				plan.distributed = optBool(a, 2, key, v)
+				resetOnly = append(resetOnly, key)
+			}
+		})
+	}
+	if plan.period == "" && len(resetOnly) > 0 {
+		sort.Strings(resetOnly)
+		a.bad(2, fmt.Sprintf("option %s needs the reset option", strings.Join(resetOnly, ", ")))
+	}
+	board, err := b.r.Backend.Board(name, o)
+	if err != nil {
+		a.bad(1, err.Error())
+	}
+	if plan.period != "" {
+		plan.top = o.MaxMembers
+		if err := b.r.register(board, plan); err != nil {
+			raise(L, "%s: %s", rankType, err.Error())
+		}
+	}
+	ud := L.NewUserData()
+	ud.Value = board
+	ud.Metatable = L.GetTypeMetatable(rankType)
+	L.Push(ud)
+	return 1
+}
+
+// forOptions calls set for every key of the options table at n, refusing
+// keys that are not in known (naming the known ones).
+func forOptions(a args, n int, known []string, set func(key string, v lua.LValue)) {
+	t := a.table(n)
+	t.ForEach(func(k, v lua.LValue) {
+		key, ok := k.(lua.LString)
+		if !ok || !contains(known, string(key)) {
+			a.bad(n, fmt.Sprintf("unknown option %s (known: %s)", describe(k), strings.Join(known, ", ")))
+		}
+		set(string(key), v)
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func optString(a args, n int, key string, v lua.LValue) string {
+	s, ok := v.(lua.LString)
+	if !ok {
+		a.bad(n, fmt.Sprintf("option %s: string expected, got %s", key, v.Type()))
+	}
+	return string(s)
+}
+
+func optBool(a args, n int, key string, v lua.LValue) bool {
+	bv, ok := v.(lua.LBool)
+	if !ok {
+		a.bad(n, fmt.Sprintf("option %s: boolean expected, got %s", key, v.Type()))
+	}
+	return bool(bv)
+}
+
+func optInteger(a args, n int, key string, v lua.LValue, min, max float64) float64 {
+	f, ok := v.(lua.LNumber)
+	if !ok {
+		a.bad(n, fmt.Sprintf("option %s: number expected, got %s", key, v.Type()))
+	}
+	x := float64(f)
+	if x != math.Trunc(x) || x < min || x > max {
+		a.bad(n, fmt.Sprintf("option %s must be an integer from %.0f to %.0f, got %s", key, min, max, f.String()))
+	}
+	return x
+}
+
+// describe renders a Lua value for an error message: strings quoted,
+// numbers as Lua prints them, other values by type.
+func describe(v lua.LValue) string {
+	switch v := v.(type) {
+	case lua.LString:
+		return fmt.Sprintf("%q", string(v))
+	case lua.LNumber:
+		return v.String()
+	}
+	return v.Type().String()
+}
+
+// ---- argument checks
+
+func (b *rankBinding) self(L *lua.LState, fn string) (rank.Board, args) {
+	a := argsOf(L, rankType, fn)
+	return a.self(1, rankType).(rank.Board), a
+}
+
+func rankCall(fn string) string { return rankType + ":" + fn }
+
+// uid is a non-empty string.
+func uidArg(a args, n int) string { return a.name(n, "uid") }
+
+// scoreArg is a finite number (NaN and ±inf are refused).
+func scoreArg(a args, n int, what string) float64 {
+	x := a.num(n)
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		a.bad(n, fmt.Sprintf("%s must be a finite number, got %s", what, lua.LNumber(x).String()))
+	}
+	return x
+}
+
+// intArg is an integer in [min, maxRankCount].
+func intArg(a args, n int, what string, min int) int {
+	x := a.num(n)
+	if x != math.Trunc(x) || x < float64(min) || x > maxRankCount {
+		a.bad(n, fmt.Sprintf("%s must be an integer >= %d, got %s", what, min, lua.LNumber(x).String()))
+	}
+	return int(x)
+}
+
+// rangeArgs are 1-based inclusive ranks start <= stop at n, n+1.
+func rangeArgs(a args, n int) (int, int) {
+	start, stop := intArg(a, n, "start", 1), intArg(a, n+1, "stop", 1)
+	if start > stop {
+		a.bad(n+1, fmt.Sprintf("stop %d is before start %d", stop, start))
+	}
+	return start, stop
+}
+
+// dateArg is a day: "YYYYMMDD" or Unix milliseconds (the UTC date of that
+// instant, as shield.now_ms() gives).
+func dateArg(a args, n int) string {
+	switch v := a.L.Get(n).(type) {
+	case lua.LString:
+		s := string(v)
+		if len(s) == 8 && strings.Trim(s, "0123456789") == "" {
+			if _, err := time.Parse("20060102", s); err == nil {
+				return s
+			}
+		}
+		a.bad(n, fmt.Sprintf(`date must be "YYYYMMDD" (a calendar date) or Unix milliseconds, got %q`, s))
+	case lua.LNumber:
+		ms := float64(v)
+		if ms >= 0 && ms <= maxDateMillis {
+			return time.UnixMilli(int64(ms)).UTC().Format("20060102")
+		}
+		a.bad(n, fmt.Sprintf(`date must be "YYYYMMDD" or Unix milliseconds from 0 to %d, got %s`, int64(maxDateMillis), v.String()))
+	}
+	a.typeError(n, "string or number")
+	return ""
+}
+
+// maxDateMillis is the last millisecond of 9999-12-31 UTC.
+const maxDateMillis = 253402300799999
+
+// ---- results
+
+func entryTable(L *lua.LState, e rank.Entry) *lua.LTable {
+	t := L.CreateTable(0, 3)
+	t.RawSetString("uid", lua.LString(e.UID))
+	t.RawSetString("score", lua.LNumber(e.Score))
+	t.RawSetString("rank", lua.LNumber(e.Rank))
+	return t
+}
+
+func entryList(L *lua.LState, es []rank.Entry) *lua.LTable {
+	t := L.CreateTable(len(es), 0)
+	for i, e := range es {
+		t.RawSetInt(i+1, entryTable(L, e))
+	}
+	return t
+}
+
+func pushEntries(L *lua.LState, es []rank.Entry) []lua.LValue {
+	return []lua.LValue{entryList(L, es)}
+}
+
+// scoreOrNil is the score of a member, or nil when it is not on the board.
+func scoreOrNil(on bool, score float64) lua.LValue {
+	if !on {
+		return lua.LNil
+	}
+	return lua.LNumber(score)
+}
+
+func notFound() []lua.LValue { return []lua.LValue{lua.LNil, lua.LString("not_found")} }
+
+// ---- writes: every write returns the board version last
+
+// rank:update(uid, score [, {mode = "set"|"max"|"min"}]) -> score, changed, version.
+// score is uid's score after the call, nil when uid was new and not admitted
+// to a full board; changed says whether the board changed.
+func (b *rankBinding) update(L *lua.LState) int {
+	bd, a := b.self(L, "update")
+	uid := uidArg(a, 2)
+	score := scoreArg(a, 3, "score")
+	mode := rank.ModeSet
+	if L.Get(4) != lua.LNil {
+		forOptions(a, 4, []string{"mode"}, func(key string, v lua.LValue) {
+			s, ok := v.(lua.LString)
+			m, err := rank.ParseMode(string(s))
+			if !ok || err != nil {
+				a.bad(4, fmt.Sprintf(`option mode must be "set", "max" or "min", got %s`, describe(v)))
+			}
+			mode = m
+		})
+	}
+	return Run(b.rt, L, rankCall("update"), bd.Update(uid, score, mode), pushUpdated(true))
+}
+
+// pushUpdated converts an Updated: score[, changed], version.
+func pushUpdated(withChanged bool) func(*lua.LState, rank.Updated) []lua.LValue {
+	return func(_ *lua.LState, u rank.Updated) []lua.LValue {
+		if withChanged {
+			return []lua.LValue{scoreOrNil(u.Ranked, u.Score), lua.LBool(u.Changed), lua.LNumber(u.Version)}
+		}
+		return []lua.LValue{scoreOrNil(u.Ranked, u.Score), lua.LNumber(u.Version)}
+	}
+}
+
+// rank:mupdate({uid = score, ...}) -> changed, version: one atomic step.
+func (b *rankBinding) mupdate(L *lua.LState) int {
+	bd, a := b.self(L, "mupdate")
+	t := a.table(2)
+	scores := map[string]float64{}
+	t.ForEach(func(k, v lua.LValue) {
+		uid, ok := k.(lua.LString)
+		if !ok || uid == "" {
+			a.bad(2, fmt.Sprintf("keys must be non-empty uid strings, got %s", describe(k)))
+		}
+		x, ok := v.(lua.LNumber)
+		if !ok || math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			a.bad(2, fmt.Sprintf("score of %q must be a finite number, got %s", string(uid), describe(v)))
+		}
+		scores[string(uid)] = float64(x)
+	})
+	return Run(b.rt, L, rankCall("mupdate"), bd.MUpdate(scores), pushWritten(false))
+}
+
+// pushWritten converts a Written: changed (a count, or a boolean), version.
+func pushWritten(boolean bool) func(*lua.LState, rank.Written) []lua.LValue {
+	return func(_ *lua.LState, w rank.Written) []lua.LValue {
+		var changed lua.LValue = lua.LNumber(w.Changed)
+		if boolean {
+			changed = lua.LBool(w.Changed > 0)
+		}
+		return []lua.LValue{changed, lua.LNumber(w.Version)}
+	}
+}
+
+// rank:incr(uid, delta) -> score, version (score nil: not admitted to a
+// full board).
+func (b *rankBinding) incr(L *lua.LState) int {
+	bd, a := b.self(L, "incr")
+	uid := uidArg(a, 2)
+	delta := scoreArg(a, 3, "delta")
+	return Run(b.rt, L, rankCall("incr"), bd.Incr(uid, delta), pushUpdated(false))
+}
+
+// rank:remove(uid) -> removed, version.
+func (b *rankBinding) remove(L *lua.LState) int {
+	bd, a := b.self(L, "remove")
+	return Run(b.rt, L, rankCall("remove"), bd.Remove(uidArg(a, 2)), pushWritten(true))
+}
+
+// rank:clear() -> removed (count), version.
+func (b *rankBinding) clear(L *lua.LState) int {
+	bd, _ := b.self(L, "clear")
+	return Run(b.rt, L, rankCall("clear"), bd.Clear(), pushWritten(false))
+}
+
+// rank:swap(a, b [, {expect = {[a] = score_a, [b] = score_b}}]) -> new score
+// of a, new score of b, version; nil, "not_found" when either is absent;
+// nil, "version_conflict" when a score is not the expected one.
+func (b *rankBinding) swap(L *lua.LState) int {
+	bd, a := b.self(L, "swap")
+	ua, ub := uidArg(a, 2), uidArg(a, 3)
+	if ua == ub {
+		a.bad(3, fmt.Sprintf("the two uids must differ, got %q twice", ua))
+	}
+	var expect *rank.Expect
+	if L.Get(4) != lua.LNil {
+		forOptions(a, 4, []string{"expect"}, func(_ string, v lua.LValue) {
+			expect = expectArg(a, 4, v, ua, ub)
+		})
+	}
+	return RunOutcome(b.rt, L, rankCall("swap"), bd.Swap(ua, ub, expect), func(_ *lua.LState, s rank.Swapped, err error) ([]lua.LValue, error) {
+		switch {
+		case errors.Is(err, rank.ErrNotFound):
+			return notFound(), nil
+		case errors.Is(err, rank.ErrVersionConflict):
+			return []lua.LValue{lua.LNil, lua.LString("version_conflict")}, nil
+		case err != nil:
+			return nil, err
+		}
+		return []lua.LValue{lua.LNumber(s.ScoreA), lua.LNumber(s.ScoreB), lua.LNumber(s.Version)}, nil
+	})
+}
+
+// expectArg reads {[a] = score_a, [b] = score_b}: exactly the two uids.
+func expectArg(a args, n int, v lua.LValue, ua, ub string) *rank.Expect {
+	t, ok := v.(*lua.LTable)
+	if !ok {
+		a.bad(n, "option expect: table expected, got "+v.Type().String())
+	}
+	var e rank.Expect
+	seen := 0
+	t.ForEach(func(k, v lua.LValue) {
+		uid, ok := k.(lua.LString)
+		if !ok || (string(uid) != ua && string(uid) != ub) {
+			a.bad(n, fmt.Sprintf("expect: key %s is neither %q nor %q", describe(k), ua, ub))
+		}
+		x, ok := v.(lua.LNumber)
+		if !ok || math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			a.bad(n, fmt.Sprintf("expect: score of %q must be a finite number, got %s", string(uid), describe(v)))
+		}
+		if string(uid) == ua {
+			e.A = float64(x)
+		} else {
+			e.B = float64(x)
+		}
+		seen++
+	})
+	if seen != 2 {
+		a.bad(n, fmt.Sprintf("expect must give the scores of both %q and %q", ua, ub))
+	}
+	return &e
+}
+
+// ---- reads
+
+// rank:position(uid) -> rank (1 = best), or nil.
+func (b *rankBinding) position(L *lua.LState) int {
+	bd, a := b.self(L, "position")
+	return Run(b.rt, L, rankCall("position"), bd.Position(uidArg(a, 2)), func(_ *lua.LState, r int) []lua.LValue {
+		if r == 0 {
+			return []lua.LValue{lua.LNil}
+		}
+		return []lua.LValue{lua.LNumber(r)}
+	})
+}
+
+// rank:score(uid) -> score, or nil.
+func (b *rankBinding) score(L *lua.LState) int {
+	bd, a := b.self(L, "score")
+	return Run(b.rt, L, rankCall("score"), bd.Score(uidArg(a, 2)), func(_ *lua.LState, s rank.Scored) []lua.LValue {
+		return []lua.LValue{scoreOrNil(s.Found, s.Score)}
+	})
+}
+
+// rank:top(n) -> { {uid, score, rank}, ... } best first.
+func (b *rankBinding) top(L *lua.LState) int {
+	bd, a := b.self(L, "top")
+	return Run(b.rt, L, rankCall("top"), bd.Top(intArg(a, 2, "n", 1)), pushEntries)
+}
+
+// rank:range(start, stop) -> entries ranked start..stop (1-based, inclusive).
+func (b *rankBinding) rangeByRank(L *lua.LState) int {
+	bd, a := b.self(L, "range")
+	start, stop := rangeArgs(a, 2)
+	return Run(b.rt, L, rankCall("range"), bd.Range(start, stop), pushEntries)
+}
+
+// rank:range_by_score(min, max) -> entries with min <= score <= max, best
+// first, at most max_members of them. Bounds may be ±math.huge.
+func (b *rankBinding) rangeByScore(L *lua.LState) int {
+	bd, a := b.self(L, "range_by_score")
+	lo, hi := a.num(2), a.num(3)
+	if math.IsNaN(lo) {
+		a.bad(2, "min must not be NaN")
+	}
+	if math.IsNaN(hi) {
+		a.bad(3, "max must not be NaN")
+	}
+	if lo > hi {
+		a.bad(3, fmt.Sprintf("max %s is below min %s", lua.LNumber(hi).String(), lua.LNumber(lo).String()))
+	}
+	return Run(b.rt, L, rankCall("range_by_score"), bd.RangeByScore(lo, hi), pushEntries)
+}
+
+// rank:around(uid, n) -> {above = {...}, target = {...}, below = {...}}, or
+// nil, "not_found".
+func (b *rankBinding) around(L *lua.LState) int {
+	bd, a := b.self(L, "around")
+	uid := uidArg(a, 2)
+	n := intArg(a, 3, "n", 1)
+	return Run(b.rt, L, rankCall("around"), bd.Around(uid, n), func(L *lua.LState, r rank.Around) []lua.LValue {
+		if !r.Found {
+			return notFound()
+		}
+		t := L.CreateTable(0, 3)
+		t.RawSetString("above", entryList(L, r.Above))
+		t.RawSetString("target", entryTable(L, r.Target))
+		t.RawSetString("below", entryList(L, r.Below))
+		return []lua.LValue{t}
+	})
+}
+
+// rank:count() -> members.
+func (b *rankBinding) count(L *lua.LState) int {
+	bd, _ := b.self(L, "count")
+	return Run(b.rt, L, rankCall("count"), bd.Count(), func(_ *lua.LState, n int) []lua.LValue {
+		return []lua.LValue{lua.LNumber(n)}
+	})
+}
+
+// rank:version() -> the board version.
+func (b *rankBinding) version(L *lua.LState) int {
+	bd, _ := b.self(L, "version")
+	return Run(b.rt, L, rankCall("version"), bd.Version(), func(_ *lua.LState, v int64) []lua.LValue {
+		return []lua.LValue{lua.LNumber(v)}
+	})
+}
+
+// rank:snapshot(start, stop) -> {entries = {...}, count = n, version = v},
+// read in one atomic step.
+func (b *rankBinding) snapshot(L *lua.LState) int {
+	bd, a := b.self(L, "snapshot")
+	start, stop := rangeArgs(a, 2)
+	return Run(b.rt, L, rankCall("snapshot"), bd.Snapshot(start, stop), func(L *lua.LState, s rank.Snapshot) []lua.LValue {
+		t := L.CreateTable(0, 3)
+		t.RawSetString("entries", entryList(L, s.Entries))
+		t.RawSetString("count", lua.LNumber(s.Count))
+		t.RawSetString("version", lua.LNumber(s.Version))
+		return []lua.LValue{t}
+	})
+}
+
+// rank:archive(date) -> the entries archived by the reset of date, or nil,
+// "not_found". date is "YYYYMMDD" or Unix milliseconds.
+func (b *rankBinding) archive(L *lua.LState) int {
+	bd, a := b.self(L, "archive")
+	return Run(b.rt, L, rankCall("archive"), bd.Archive(dateArg(a, 2)), func(L *lua.LState, r rank.Archived) []lua.LValue {
+		if !r.Found {
+			return notFound()
+		}
+		return pushEntries(L, r.Entries)
+	})
+}

@@ -1,0 +1,584 @@
+package bindings
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/config"
+	"github.com/shieldrt/shieldglobal/core/ratelimit"
+)
+
+// rateLimiterType is the type name of both kinds of limiter object: they
+// differ in their metatables only (see installRateLimiter).
+const rateLimiterType = "shield.rate_limiter"
+
+// Limiters backs shield.rate_limiter(): the Module's one limiter Set,
+// shared by every runtime (a limiter is one per name and process).
+type Limiters struct {
+	Set *ratelimit.Set
+	// Algorithm is rate_limiter.algorithm: what options that name neither
+	// `algorithm` nor `sliding` get ("" means token_bucket).
+	Algorithm ratelimit.Algorithm
+}
+
+// limiterBinding registers shield.rate_limiter in one runtime.
+type limiterBinding struct {
+	rt  *Runtime
+	lim *Limiters
+	// The two metatables. A token bucket's allow and remaining are plain Go
+	// functions (they never block, and a Lua wrapper would double their
+	// cost); a sliding window's methods are all blocking calls.
+	tbMeta, swMeta *lua.LTable
+}
+
+// tbObj and swObj are what a limiter userdata holds.
+type tbObj struct {
+	l    *ratelimit.TokenBucket
+	call string // "shield.rate_limiter(name)": prefixes runtime errors
+}
+
+type swObj struct {
+	l    *ratelimit.SlidingWindow
+	call string
+}
+
+var (
+	luaRejected    lua.LValue = lua.LString(ratelimit.Rejected)
+	luaUnavailable lua.LValue = lua.LString(ratelimit.Unavailable)
+	luaTimeout     lua.LValue = lua.LString(ratelimit.Timeout)
+)
+
+func (rt *Runtime) installRateLimiter(lib *lua.LTable, lim *Limiters) {
+	L := rt.L
+	b := &limiterBinding{rt: rt, lim: lim}
+	type method struct {
+		name string
+		fn   lua.LGFunction
+	}
+	meta := func(plain, blocking []method) *lua.LTable {
+		mt := L.NewTable()
+		mt.RawSetString("__name", lua.LString(rateLimiterType))
+		methods := L.NewTable()
+		for _, m := range plain {
+			methods.RawSetString(m.name, L.NewFunction(m.fn))
+		}
+		for _, m := range blocking {
+			methods.RawSetString(m.name, rt.blocking(m.fn))
+		}
+		mt.RawSetString("__index", methods)
+		mt.RawSetString("__tostring", L.NewFunction(b.tostring))
+		return mt
+	}
+	b.tbMeta = meta(
+		[]method{{"allow", b.tbAllow}, {"remaining", b.tbRemaining}, {"stats", b.stats}, {"name", b.name}},
+		[]method{{"wait", b.tbWait}})
+	b.swMeta = meta(
+		[]method{{"stats", b.stats}, {"name", b.name}},
+		[]method{{"allow", b.swAllow}, {"remaining", b.swRemaining}, {"wait", b.swWait}})
+	lib.RawSetString("rate_limiter", L.NewFunction(b.newLimiter))
+}
+
+// ---- construction and options
+
+var limiterOptionNames = []string{"algorithm", "burst", "max_requests", "rate", "sliding", "window"}
+
+// maxCount bounds request counts and max_requests: integers a Lua number
+// holds exactly.
+const maxCount = 1 << 53
+
+// shield.rate_limiter(name, opts) -> limiter. opts is { rate, burst } (a
+// token bucket) or { window, max_requests, sliding = true } (a sliding
+// window); `algorithm` names one explicitly, and without it or `sliding`
+// the config's rate_limiter.algorithm decides. burst defaults to rate (at
+// least 1).
+func (b *limiterBinding) newLimiter(L *lua.LState) int {
+	a := argsOf(L, "shield", "rate_limiter")
+	name := a.name(1, "name")
+	o := b.parseOpts(a, 2)
+	l, err := b.lim.Set.Limiter(name, o)
+	if err != nil {
+		// A bad name, or the name taken with other options: misuse.
+		msg := err.Error()
+		for _, sentinel := range []error{ratelimit.ErrInvalid, ratelimit.ErrConflict} {
+			msg = strings.TrimPrefix(msg, sentinel.Error()+": ")
+		}
+		raise(L, "shield.rate_limiter: %s", msg)
+	}
+	ud := L.NewUserData()
+	call := rateLimiterType + "(" + name + ")"
+	switch l := l.(type) {
+	case *ratelimit.TokenBucket:
+		ud.Value, ud.Metatable = &tbObj{l: l, call: call}, b.tbMeta
+	case *ratelimit.SlidingWindow:
+		ud.Value, ud.Metatable = &swObj{l: l, call: call}, b.swMeta
+	}
+	L.Push(ud)
+	return 1
+}
+
+// parseOpts reads the options table at n and resolves the algorithm. Every
+// check names the option; the core checks the same rules again.
+func (b *limiterBinding) parseOpts(a args, n int) ratelimit.Options {
+	t := a.table(n)
+	bad := func(format string, v ...any) { a.bad(n, fmt.Sprintf(format, v...)) }
+	num := func(key string, v lua.LValue) float64 {
+		f, ok := v.(lua.LNumber)
+		if !ok {
+			bad("option %s: number expected, got %s", key, v.Type())
+		}
+		return float64(f)
+	}
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) && x < math.MaxFloat64 }
+	var o ratelimit.Options
+	var algorithm string
+	var sliding lua.LValue = lua.LNil
+	set := map[string]bool{}
+	t.ForEach(func(k, v lua.LValue) {
+		key, _ := k.(lua.LString)
+		switch string(key) {
+		case "rate":
+			if o.Rate = num("rate", v); !(o.Rate > 0) || !finite(o.Rate) {
+				bad("option rate must be a finite number > 0 (tokens per second), got %s", v.String())
+			}
+		case "burst":
+			if o.Burst = num("burst", v); !(o.Burst >= 1) || !finite(o.Burst) {
+				bad("option burst must be a finite number >= 1, got %s", v.String())
+			}
+		case "window":
+			ms := num("window", v)
+			if !(ms >= 1) || ms > maxSleep {
+				bad("option window must be at least 1 and at most %.0f (milliseconds), got %s", float64(maxSleep), v.String())
+			}
+			o.Window = time.Duration(ms * float64(time.Millisecond))
+		case "max_requests":
+			m := num("max_requests", v)
+			if !(m >= 1) || m != math.Trunc(m) || m > maxCount {
+				bad("option max_requests must be an integer >= 1, got %s", v.String())
+			}
+			o.MaxRequests = int64(m)
+		case "sliding":
+			if _, ok := v.(lua.LBool); !ok {
+				bad("option sliding: boolean expected, got %s", v.Type())
+			}
+			sliding = v
+		case "algorithm":
+			s, ok := v.(lua.LString)
+			if !ok {
+				bad("option algorithm: string expected, got %s", v.Type())
+			}
+			if algorithm = string(s); algorithm != config.AlgorithmTokenBucket && algorithm != config.AlgorithmSlidingWindow {
+				bad("option algorithm must be %q or %q, got %q", config.AlgorithmTokenBucket, config.AlgorithmSlidingWindow, algorithm)
+			}
+		default:
+			bad("unknown option %q (known: %s)", k.String(), strings.Join(limiterOptionNames, ", "))
+		}
+		set[string(key)] = true
+	})
+
+	// The algorithm: `algorithm`, else `sliding`, else the config's.
+	from := "option algorithm"
+	switch {
+	case algorithm != "":
+		if sliding != lua.LNil && bool(sliding.(lua.LBool)) != (algorithm == config.AlgorithmSlidingWindow) {
+			bad("option sliding = %v contradicts algorithm = %q", sliding, algorithm)
+		}
+	case sliding != lua.LNil:
+		from = "option sliding"
+		algorithm = config.AlgorithmTokenBucket
+		if sliding == lua.LTrue {
+			algorithm = config.AlgorithmSlidingWindow
+		}
+	default:
+		from = "rate_limiter.algorithm"
+		if algorithm = string(b.lim.Algorithm); algorithm == "" {
+			algorithm = config.AlgorithmTokenBucket
+		}
+	}
+	o.Algorithm = ratelimit.Algorithm(algorithm)
+	o.Sliding = algorithm == config.AlgorithmSlidingWindow
+	if o.Sliding {
+		for _, k := range []string{"rate", "burst"} {
+			if set[k] {
+				bad("option %s is a token-bucket option, but %s makes this a sliding window (options: window, max_requests)", k, describeFrom(from, sliding, algorithm))
+			}
+		}
+		for _, k := range []string{"window", "max_requests"} {
+			if !set[k] {
+				bad("option %s is required for a sliding window", k)
+			}
+		}
+		return o
+	}
+	for _, k := range []string{"window", "max_requests"} {
+		if set[k] {
+			bad("option %s is a sliding-window option, but %s makes this a token bucket (set sliding = true for a sliding window)", k, describeFrom(from, sliding, algorithm))
+		}
+	}
+	if !set["rate"] {
+		bad("option rate is required for a token bucket (tokens per second)")
+	}
+	if !set["burst"] {
+		o.Burst = math.Max(o.Rate, 1) // one second of traffic
+	}
+	return o
+}
+
+// describeFrom names what decided the algorithm, for errors.
+func describeFrom(from string, sliding lua.LValue, algorithm string) string {
+	if from == "option sliding" {
+		return "sliding = " + sliding.String()
+	}
+	return fmt.Sprintf("%s = %q", from, algorithm)
+}
+
+// ---- arguments
+
+// badSelf raises the error of a method called without its limiter (with
+// '.' instead of ':', or on something else).
+func badSelf(L *lua.LState, fn string) {
+	a := argsOf(L, rateLimiterType, fn)
+	a.bad(1, rateLimiterType+" expected, got "+a.got(1)+" (call it with ':')")
+}
+
+// tb returns the token bucket the method was called on. A pointer
+// comparison of the metatable: no allocation, no table lookup.
+func (b *limiterBinding) tb(L *lua.LState, fn string) *tbObj {
+	if ud, ok := L.Get(1).(*lua.LUserData); ok && ud.Metatable == lua.LValue(b.tbMeta) {
+		return ud.Value.(*tbObj)
+	}
+	badSelf(L, fn)
+	return nil
+}
+
+func (b *limiterBinding) sw(L *lua.LState, fn string) *swObj {
+	if ud, ok := L.Get(1).(*lua.LUserData); ok && ud.Metatable == lua.LValue(b.swMeta) {
+		return ud.Value.(*swObj)
+	}
+	badSelf(L, fn)
+	return nil
+}
+
+// key reads the key at 2: a non-empty string.
+func limiterKey(L *lua.LState, fn string) string {
+	if s, ok := L.Get(2).(lua.LString); ok && s != "" {
+		return string(s)
+	}
+	argsOf(L, rateLimiterType, fn).key(2) // raises with the right message
+	return ""
+}
+
+// count reads the optional request count at i: an integer >= 1 (1 when
+// absent). The core allows n <= 0 without taking anything, which is never
+// what a script meant.
+func count(L *lua.LState, fn string, i int) int {
+	v := L.Get(i)
+	if v == lua.LNil {
+		return 1
+	}
+	f, ok := v.(lua.LNumber)
+	if !ok {
+		argsOf(L, rateLimiterType, fn).typeError(i, "number")
+	}
+	if !(f >= 1) || f != lua.LNumber(math.Trunc(float64(f))) || f > maxCount {
+		argsOf(L, rateLimiterType, fn).bad(i, "n must be an integer >= 1, got "+f.String())
+	}
+	return int(f)
+}
+
+// timeout reads wait's timeout_ms at 3: a number of milliseconds >= 0.
+func timeout(L *lua.LState, fn string) time.Duration {
+	a := argsOf(L, rateLimiterType, fn)
+	ms := a.num(3)
+	if !(ms >= 0) || ms > maxSleep {
+		a.bad(3, fmt.Sprintf("timeout_ms must be between 0 and %.0f, got %s", float64(maxSleep), lua.LNumber(ms).String()))
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// ---- token bucket: decided in local memory, never blocking
+
+// l:allow(key [, n]) -> true, or false, "rejected". The hot path: no
+// allocation, no Lua wrapper, no Redis.
+func (b *limiterBinding) tbAllow(L *lua.LState) int {
+	o := b.tb(L, "allow")
+	key := limiterKey(L, "allow")
+	n := 1
+	if L.GetTop() >= 3 {
+		n = count(L, "allow", 3)
+	}
+	if ok, _ := o.l.Allow(key, n); ok {
+		L.Push(lua.LTrue)
+		return 1
+	}
+	L.Push(lua.LFalse)
+	L.Push(luaRejected)
+	return 2
+}
+
+// l:remaining(key) -> tokens this process's bucket of key holds now.
+func (b *limiterBinding) tbRemaining(L *lua.LState) int {
+	o := b.tb(L, "remaining")
+	L.Push(lua.LNumber(o.l.Remaining(limiterKey(L, "remaining"))))
+	return 1
+}
+
+// l:wait(key, timeout_ms [, n]) -> true, or false, "timeout". Waits in local
+// memory (timers; no Redis) and blocks only the calling task.
+func (b *limiterBinding) tbWait(L *lua.LState) int {
+	o := b.tb(L, "wait")
+	key := limiterKey(L, "wait")
+	d := timeout(L, "wait")
+	n := count(L, "wait", 4)
+	if float64(n) > o.l.Options().Burst {
+		argsOf(L, rateLimiterType, "wait").bad(4, fmt.Sprintf("n = %d can never be granted: it exceeds burst (%v)", n, o.l.Options().Burst))
+	}
+	if ok, _ := o.l.Allow(key, n); ok {
+		L.Push(lua.LTrue)
+		return 1
+	}
+	if d <= 0 {
+		L.Push(lua.LFalse)
+		L.Push(luaTimeout)
+		return 2
+	}
+	rt := b.rt
+	return rt.Suspend(L, o.call+":wait", func(complete func(Result)) {
+		var cancel func() bool
+		forget := rt.untilEnd(func() {
+			if cancel() {
+				complete(closing)
+			}
+		})
+		cancel = o.l.Wait(key, n, d, func(ok bool, _ ratelimit.Reason) {
+			complete(func() ([]lua.LValue, error) {
+				forget()
+				return waited(ok), nil
+			})
+		})
+	})
+}
+
+func waited(ok bool) []lua.LValue {
+	if ok {
+		return []lua.LValue{lua.LTrue}
+	}
+	return []lua.LValue{lua.LFalse, luaTimeout}
+}
+
+func closing() ([]lua.LValue, error) { return nil, errClosing }
+
+// untilEnd arranges for stop to run if the calling task ends or the
+// runtime closes before the wait it belongs to finished; the returned
+// forget (loop only, idempotent) drops both arrangements once it did.
+// Loop only.
+func (rt *Runtime) untilEnd(stop func()) (forget func()) {
+	t := rt.running
+	key := new(byte)
+	var forgetClose func()
+	forget = func() {
+		if t != nil {
+			rt.ForgetTaskEnd(t, key)
+		}
+		forgetClose()
+	}
+	forgetClose = rt.OnClose(func() { forget(); stop() })
+	if t != nil {
+		rt.OnTaskEnd(t, key, func() { forget(); stop() })
+	}
+	return forget
+}
+
+// ---- sliding window: one Redis script per decision
+
+// l:allow(key [, n]) -> true, or false, "rejected" | "unavailable": one
+// script call in this loop turn's pipeline (inline on memory). The op's
+// error goes through Outcome, so an unreachable Redis is the "unavailable"
+// decision; what Outcome still returns (a bad reply) raises.
+func (b *limiterBinding) swAllow(L *lua.LState) int {
+	o := b.sw(L, "allow")
+	key := limiterKey(L, "allow")
+	n := 1
+	if L.GetTop() >= 3 {
+		n = count(L, "allow", 3)
+	}
+	return RunOutcome(b.rt, L, o.call+":allow", o.l.AllowOp(key, n), func(_ *lua.LState, d ratelimit.Decision, err error) ([]lua.LValue, error) {
+		if d, err = o.l.Outcome(d, err); err != nil {
+			return nil, err
+		}
+		switch {
+		case d.Allowed:
+			return []lua.LValue{lua.LTrue}, nil
+		case d.Reason == ratelimit.Unavailable:
+			return []lua.LValue{lua.LFalse, luaUnavailable}, nil
+		}
+		return []lua.LValue{lua.LFalse, luaRejected}, nil
+	})
+}
+
+// l:remaining(key) -> how many more requests the window takes now. Raises
+// when Redis cannot be reached (there is no decision to degrade to).
+func (b *limiterBinding) swRemaining(L *lua.LState) int {
+	o := b.sw(L, "remaining")
+	return Run(b.rt, L, o.call+":remaining", o.l.RemainingOp(limiterKey(L, "remaining")), func(_ *lua.LState, n int64) []lua.LValue {
+		return []lua.LValue{lua.LNumber(n)}
+	})
+}
+
+// l:wait(key, timeout_ms [, n]) -> true, or false, "timeout" |
+// "unavailable". Retries when the refusal says enough requests have left
+// the window (Decision.RetryAfter), sleeping in between; a retry that could
+// not succeed before the deadline is not sent. Redis unreachable ends the
+// wait at once with "unavailable" (the degradation table: a sliding window
+// cannot count without Redis).
+func (b *limiterBinding) swWait(L *lua.LState) int {
+	o := b.sw(L, "wait")
+	key := limiterKey(L, "wait")
+	d := timeout(L, "wait")
+	n := count(L, "wait", 4)
+	if int64(n) > o.l.Options().MaxRequests {
+		argsOf(L, rateLimiterType, "wait").bad(4, fmt.Sprintf("n = %d can never be granted: it exceeds max_requests (%d)", n, o.l.Options().MaxRequests))
+	}
+	rt := b.rt
+	name := o.call + ":wait"
+	deadline := time.Now().Add(d)
+	// next is how long to sleep before the next try, or false when the wait
+	// is over (for want of time).
+	next := func(dec ratelimit.Decision) (time.Duration, bool) {
+		left := time.Until(deadline)
+		if left <= 0 || dec.RetryAfter < 0 {
+			return 0, false
+		}
+		if dec.RetryAfter > left {
+			return left, false // sleep out the timeout: the window cannot open in time
+		}
+		return max(dec.RetryAfter, time.Millisecond), true
+	}
+	if rt.callMode(L) == modeSync {
+		// Outside any task the loop itself waits (Suspend would too).
+		for {
+			dec, err := o.l.Outcome(o.l.AllowOp(key, n).Do(rt.ctx))
+			if err != nil {
+				raise(L, "%s: %s", name, err.Error())
+			}
+			if dec.Allowed || dec.Reason == ratelimit.Unavailable {
+				return pushAll(L, windowWaited(dec))
+			}
+			sleep, again := next(dec)
+			time.Sleep(sleep)
+			if !again {
+				return pushAll(L, waited(false))
+			}
+		}
+	}
+	return rt.Suspend(L, name, func(complete func(Result)) {
+		// Everything below runs on the loop: the tries are ops of the loop
+		// (Go), and the timer only posts the next try.
+		var timer *time.Timer
+		over := false
+		forget := rt.untilEnd(func() {
+			over = true
+			if timer != nil {
+				timer.Stop()
+			}
+			complete(closing)
+		})
+		finish := func(r Result) {
+			over = true
+			complete(func() ([]lua.LValue, error) { forget(); return r() })
+		}
+		var try func()
+		try = func() {
+			if over {
+				return
+			}
+			Go(rt, o.l.AllowOp(key, n), func(dec ratelimit.Decision, err error) {
+				if over {
+					return
+				}
+				if dec, err = o.l.Outcome(dec, err); err != nil {
+					finish(func() ([]lua.LValue, error) { return nil, err })
+					return
+				}
+				if dec.Allowed || dec.Reason == ratelimit.Unavailable {
+					finish(func() ([]lua.LValue, error) { return windowWaited(dec), nil })
+					return
+				}
+				sleep, again := next(dec)
+				timer = time.AfterFunc(sleep, func() {
+					rt.Post(func() {
+						if again {
+							try()
+						} else if !over {
+							finish(func() ([]lua.LValue, error) { return waited(false), nil })
+						}
+					})
+				})
+			})
+		}
+		try()
+	})
+}
+
+func windowWaited(d ratelimit.Decision) []lua.LValue {
+	if d.Allowed {
+		return []lua.LValue{lua.LTrue}
+	}
+	return []lua.LValue{lua.LFalse, luaUnavailable}
+}
+
+// ---- both
+
+// l:stats() -> this process's counters of the limiter.
+func (b *limiterBinding) stats(L *lua.LState) int {
+	st := b.limiter(L, "stats").Stats()
+	t := L.CreateTable(0, 9)
+	t.RawSetString("name", lua.LString(st.Name))
+	t.RawSetString("algorithm", lua.LString(st.Algorithm))
+	t.RawSetString("active", lua.LNumber(st.ActiveKeys))
+	t.RawSetString("allowed", lua.LNumber(st.Allowed))
+	t.RawSetString("rejected", lua.LNumber(st.Rejected))
+	t.RawSetString("unavailable", lua.LNumber(st.Unavailable))
+	t.RawSetString("degraded", lua.LNumber(st.Degraded))
+	t.RawSetString("rejected_today", lua.LNumber(st.RejectedToday))
+	t.RawSetString("processes", lua.LNumber(st.Processes))
+	L.Push(t)
+	return 1
+}
+
+// l:name() -> the limiter's name.
+func (b *limiterBinding) name(L *lua.LState) int {
+	L.Push(lua.LString(b.limiter(L, "name").Name()))
+	return 1
+}
+
+func (b *limiterBinding) limiter(L *lua.LState, fn string) ratelimit.Limiter {
+	if ud, ok := L.Get(1).(*lua.LUserData); ok {
+		switch o := ud.Value.(type) {
+		case *tbObj:
+			if ud.Metatable == lua.LValue(b.tbMeta) {
+				return o.l
+			}
+		case *swObj:
+			if ud.Metatable == lua.LValue(b.swMeta) {
+				return o.l
+			}
+		}
+	}
+	badSelf(L, fn)
+	return nil
+}
+
+func (b *limiterBinding) tostring(L *lua.LState) int {
+	l := b.limiter(L, "__tostring")
+	o := l.Options()
+	if o.Algorithm == ratelimit.AlgorithmSlidingWindow {
+		L.Push(lua.LString(fmt.Sprintf("%s(%q, window=%d, max_requests=%d)", rateLimiterType, l.Name(), o.Window.Milliseconds(), o.MaxRequests)))
+	} else {
+		L.Push(lua.LString(fmt.Sprintf("%s(%q, rate=%v, burst=%v)", rateLimiterType, l.Name(), o.Rate, o.Burst)))
+	}
+	return 1
+}

@@ -1,0 +1,467 @@
+package rank
+
+import (
+	"sync"
+	"time"
+
+	"github.com/shieldrt/shieldglobal/core/store"
+)
+
+// Memory is an in-process Backend with the same semantics as Redis (the
+// conformance suite runs on both): the same tie contract, versions,
+// MaxMembers rule, archive format and reset idempotence. Each board is an
+// order-statistic B+tree (btree.go: rank, rank lookups and updates in
+// O(log n), reading a few cache lines per level) plus a map from uid to
+// entry, guarded by the board's read-write mutex, so
+// operations on different boards never contend and reads of one board run
+// in parallel. Its operations are store.Local: they run when the Op runs,
+// on the caller's goroutine, and never wait on I/O. It starts no goroutine.
+// Boards live as long as the Memory (an empty board keeps its version).
+// Archive expiry reads the injected clock.
+type Memory struct {
+	now func() time.Time
+
+	mu     sync.Mutex
+	boards map[string]*memBoard
+}
+
+var _ Backend = (*Memory)(nil)
+
+// NewMemory returns an empty in-process backend that reads the time (for
+// archive TTLs only) from now (time.Now when nil). It never fails.
+func NewMemory(now func() time.Time) *Memory {
+	if now == nil {
+		now = time.Now
+	}
+	return &Memory{now: now, boards: make(map[string]*memBoard)}
+}
+
+type memBoard struct {
+	mu       sync.RWMutex
+	list     *tree
+	nodes    map[string]*item
+	ties     Ties // the policy of the members on the board
+	version  int64
+	seq      uint64 // last reach sequence number given
+	reset    string // date of the last ArchiveAndClear ("" never)
+	archives map[string]memArchive
+}
+
+type memArchive struct {
+	data    string
+	expires time.Time
+}
+
+// Board returns a handle on name; handles of one name share the board.
+// Errors: ErrInvalid.
+func (m *Memory) Board(name string, o Options) (Board, error) {
+	o, err := resolve(name, o)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	b := m.boards[name]
+	if b == nil {
+		b = &memBoard{list: newTree(o.Ties == TiesUID), nodes: make(map[string]*item), ties: o.Ties, archives: make(map[string]memArchive)}
+		m.boards[name] = b
+	}
+	m.mu.Unlock()
+	return &memHandle{m: m, b: b, name: name, o: o}, nil
+}
+
+type memHandle struct {
+	m    *Memory
+	b    *memBoard
+	name string
+	o    Options
+}
+
+func (h *memHandle) Name() string     { return h.name }
+func (h *memHandle) Options() Options { return h.o }
+
+// write runs fn under the board's write lock after the tie-policy check.
+func write[T any](h *memHandle, op string, fn func(b *memBoard) (T, error)) *store.Op[T] {
+	return store.Local(func() (T, error) {
+		b := h.b
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if err := b.adopt(op, h.name, h.o.Ties); err != nil {
+			var zero T
+			return zero, err
+		}
+		return fn(b)
+	})
+}
+
+// read runs fn under the board's read lock.
+func read[T any](h *memHandle, fn func(b *memBoard) T) *store.Op[T] {
+	return store.Local(func() (T, error) {
+		h.b.mu.RLock()
+		defer h.b.mu.RUnlock()
+		return fn(h.b), nil
+	})
+}
+
+// adopt checks that a write through a handle with policy t may touch the
+// board: an empty board takes the policy, a non-empty one must have it.
+func (b *memBoard) adopt(op, name string, t Ties) error {
+	if b.ties == t {
+		return nil
+	}
+	if b.list.length > 0 {
+		return invalid(op, name, "the board orders ties by %v, this handle by %v", b.ties, t)
+	}
+	b.ties = t
+	b.list = newTree(t == TiesUID)
+	return nil
+}
+
+// rescore gives n a new score (and, under TiesReach, a new reach).
+func (b *memBoard) rescore(it *item, score float64) {
+	b.seq++
+	b.list.move(it, key{score, b.seq})
+}
+
+// admit reports whether a newcomer with score ranks before the last
+// member of a board full under max.
+func (b *memBoard) admit(uid string, score float64, max int) bool {
+	if max <= 0 || b.list.length < max {
+		return true
+	}
+	last := b.list.last()
+	return b.list.before(key{score, b.seq + 1}, uid, last.key, last.uid)
+}
+
+// add inserts a newcomer and evicts from the bottom down to max.
+func (b *memBoard) add(uid string, score float64, max int) {
+	b.seq++
+	it := &item{uid: uid, key: key{score, b.seq}}
+	b.list.insert(it)
+	b.nodes[uid] = it
+	for max > 0 && b.list.length > max {
+		last := b.list.last()
+		b.list.remove(last)
+		delete(b.nodes, last.uid)
+	}
+}
+
+// set applies one update of uid and reports whether it changed the board.
+func (b *memBoard) set(uid string, score float64, mode Mode, max int) (u Updated) {
+	if n := b.nodes[uid]; n != nil {
+		u = Updated{Ranked: true, Score: n.score, Existed: true, Previous: n.score}
+		if score == n.score || mode == ModeMax && score < n.score || mode == ModeMin && score > n.score {
+			return u
+		}
+		b.rescore(n, score)
+		u.Changed, u.Score = true, score
+		return u
+	}
+	if !b.admit(uid, score, max) {
+		return u
+	}
+	b.add(uid, score, max)
+	return Updated{Changed: true, Ranked: true, Score: score}
+}
+
+func (b *memBoard) bump(changed bool) int64 {
+	if changed {
+		b.version++
+	}
+	return b.version
+}
+
+// Update sets uid's score according to mode. Errors: ErrInvalid.
+func (h *memHandle) Update(uid string, score float64, mode Mode) *store.Op[Updated] {
+	if err := checkUpdate(h.name, uid, score, mode); err != nil {
+		return store.Failed[Updated](err)
+	}
+	score = normZero(score)
+	return write(h, "update", func(b *memBoard) (Updated, error) {
+		u := b.set(uid, score, mode, h.o.MaxMembers)
+		u.Version = b.bump(u.Changed)
+		return u, nil
+	})
+}
+
+// MUpdate sets every score in one step. Errors: ErrInvalid.
+func (h *memHandle) MUpdate(scores map[string]float64) *store.Op[Written] {
+	uids, err := checkMUpdate(h.name, scores)
+	if err != nil {
+		return store.Failed[Written](err)
+	}
+	return write(h, "mupdate", func(b *memBoard) (Written, error) {
+		var w Written
+		for _, uid := range uids {
+			if b.set(uid, normZero(scores[uid]), ModeSet, h.o.MaxMembers).Changed {
+				w.Changed++
+			}
+		}
+		w.Version = b.bump(w.Changed > 0)
+		return w, nil
+	})
+}
+
+// Incr adds delta to uid's score. Errors: ErrInvalid.
+func (h *memHandle) Incr(uid string, delta float64) *store.Op[Updated] {
+	if err := checkIncr(h.name, uid, delta); err != nil {
+		return store.Failed[Updated](err)
+	}
+	return write(h, "incr", func(b *memBoard) (Updated, error) {
+		var prev float64
+		n := b.nodes[uid]
+		if n != nil {
+			prev = n.score
+		}
+		score := normZero(prev + delta)
+		if !finite(score) {
+			return Updated{}, invalid("incr", h.name, "%v + %v overflows", prev, delta)
+		}
+		u := b.set(uid, score, ModeSet, h.o.MaxMembers)
+		u.Version = b.bump(u.Changed)
+		return u, nil
+	})
+}
+
+// Remove deletes uid. Errors: ErrInvalid.
+func (h *memHandle) Remove(uid string) *store.Op[Written] {
+	if err := checkUID("remove", h.name, "uid", uid); err != nil {
+		return store.Failed[Written](err)
+	}
+	return write(h, "remove", func(b *memBoard) (Written, error) {
+		var w Written
+		if n := b.nodes[uid]; n != nil {
+			b.list.remove(n)
+			delete(b.nodes, uid)
+			w.Changed = 1
+		}
+		w.Version = b.bump(w.Changed > 0)
+		return w, nil
+	})
+}
+
+// Clear deletes every member.
+func (h *memHandle) Clear() *store.Op[Written] {
+	return store.Local(func() (Written, error) {
+		b := h.b
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		w := Written{Changed: b.clear()}
+		w.Version = b.bump(w.Changed > 0)
+		return w, nil
+	})
+}
+
+// clear empties the board and returns how many members it had.
+func (b *memBoard) clear() int {
+	n := b.list.length
+	if n > 0 {
+		b.list = newTree(b.ties == TiesUID)
+		b.nodes = make(map[string]*item)
+	}
+	return n
+}
+
+// Swap exchanges the places of a and b. Errors: ErrNotFound,
+// ErrVersionConflict, ErrInvalid.
+func (h *memHandle) Swap(a, b string, expect *Expect) *store.Op[Swapped] {
+	if err := checkSwap(h.name, a, b, expect); err != nil {
+		return store.Failed[Swapped](err)
+	}
+	var e Expect
+	if expect != nil {
+		e = *expect
+	}
+	return write(h, "swap", func(bd *memBoard) (Swapped, error) {
+		na, nb := bd.nodes[a], bd.nodes[b]
+		if na == nil || nb == nil {
+			return Swapped{}, opErr("swap", h.name, ErrNotFound)
+		}
+		if expect != nil && (na.score != e.A || nb.score != e.B) {
+			return Swapped{}, opErr("swap", h.name, ErrVersionConflict)
+		}
+		s := Swapped{ScoreA: nb.score, ScoreB: na.score, Changed: true}
+		switch {
+		case bd.ties == TiesReach:
+			// The entries keep their places and keys; the uids change
+			// places.
+			na.uid, nb.uid = nb.uid, na.uid
+			bd.nodes[a], bd.nodes[b] = nb, na
+		case na.score == nb.score:
+			s.Changed = false
+		default:
+			bd.list.remove(na)
+			bd.list.remove(nb)
+			na.score, nb.score = nb.score, na.score
+			bd.list.insert(na)
+			bd.list.insert(nb)
+		}
+		s.Version = bd.bump(s.Changed)
+		return s, nil
+	})
+}
+
+// Position returns uid's rank, 0 when absent. Errors: ErrInvalid.
+func (h *memHandle) Position(uid string) *store.Op[int] {
+	if err := checkUID("position", h.name, "uid", uid); err != nil {
+		return store.Failed[int](err)
+	}
+	return read(h, func(b *memBoard) int {
+		if n := b.nodes[uid]; n != nil {
+			return b.list.rank(n)
+		}
+		return 0
+	})
+}
+
+// Score returns uid's score. Errors: ErrInvalid.
+func (h *memHandle) Score(uid string) *store.Op[Scored] {
+	if err := checkUID("score", h.name, "uid", uid); err != nil {
+		return store.Failed[Scored](err)
+	}
+	return read(h, func(b *memBoard) Scored {
+		if n := b.nodes[uid]; n != nil {
+			return Scored{Score: n.score, Found: true}
+		}
+		return Scored{}
+	})
+}
+
+// Top returns the first n entries. Errors: ErrInvalid.
+func (h *memHandle) Top(n int) *store.Op[[]Entry] {
+	if err := checkN("top", h.name, n); err != nil {
+		return store.Failed[[]Entry](err)
+	}
+	return read(h, func(b *memBoard) []Entry { return b.rangeOf(1, n) })
+}
+
+// Range returns the entries ranked start..stop. Errors: ErrInvalid.
+func (h *memHandle) Range(start, stop int) *store.Op[[]Entry] {
+	if err := checkRange("range", h.name, start, stop); err != nil {
+		return store.Failed[[]Entry](err)
+	}
+	return read(h, func(b *memBoard) []Entry { return b.rangeOf(start, stop) })
+}
+
+func (b *memBoard) rangeOf(start, stop int) []Entry {
+	if start > b.list.length {
+		return []Entry{}
+	}
+	stop = min(stop, b.list.length)
+	out := make([]Entry, 0, stop-start+1)
+	for c, r := b.list.at(start), start; r <= stop; c, r = c.next(), r+1 {
+		out = append(out, c.entry(r))
+	}
+	return out
+}
+
+// RangeByScore returns the entries with min <= score <= max. Errors:
+// ErrInvalid.
+func (h *memHandle) RangeByScore(min, max float64) *store.Op[[]Entry] {
+	if err := checkScoreRange(h.name, min, max); err != nil {
+		return store.Failed[[]Entry](err)
+	}
+	limit := h.o.rangeLimit()
+	return read(h, func(b *memBoard) []Entry {
+		out := []Entry{}
+		for c, r := b.list.firstAtMost(max); c.valid() && c.item().score >= min && len(out) < limit; c, r = c.next(), r+1 {
+			out = append(out, c.entry(r))
+		}
+		return out
+	})
+}
+
+// Around returns uid's entry and up to n on each side. Errors: ErrInvalid.
+func (h *memHandle) Around(uid string, n int) *store.Op[Around] {
+	if err := checkUID("around", h.name, "uid", uid); err != nil {
+		return store.Failed[Around](err)
+	}
+	if err := checkN("around", h.name, n); err != nil {
+		return store.Failed[Around](err)
+	}
+	return read(h, func(b *memBoard) Around {
+		t := b.nodes[uid]
+		if t == nil {
+			return Around{}
+		}
+		r, at := b.list.rank(t), b.list.cursorOf(t)
+		a := Around{Target: Entry{UID: t.uid, Score: t.score, Rank: r}, Found: true}
+		a.Above = make([]Entry, min(n, r-1))
+		c := at
+		for i := len(a.Above) - 1; i >= 0; i-- {
+			c = c.prev()
+			a.Above[i] = c.entry(r - len(a.Above) + i)
+		}
+		a.Below = make([]Entry, 0, min(n, b.list.length-r))
+		for c, i := at.next(), 1; i <= n && c.valid(); c, i = c.next(), i+1 {
+			a.Below = append(a.Below, c.entry(r+i))
+		}
+		return a
+	})
+}
+
+// Count returns the number of members.
+func (h *memHandle) Count() *store.Op[int] {
+	return read(h, func(b *memBoard) int { return b.list.length })
+}
+
+// Version returns the board version.
+func (h *memHandle) Version() *store.Op[int64] {
+	return read(h, func(b *memBoard) int64 { return b.version })
+}
+
+// Snapshot returns a range with the count and version. Errors: ErrInvalid.
+func (h *memHandle) Snapshot(start, stop int) *store.Op[Snapshot] {
+	if err := checkRange("snapshot", h.name, start, stop); err != nil {
+		return store.Failed[Snapshot](err)
+	}
+	return read(h, func(b *memBoard) Snapshot {
+		return Snapshot{Entries: b.rangeOf(start, stop), Count: b.list.length, Version: b.version}
+	})
+}
+
+// ArchiveAndClear archives the top and clears the board in one step.
+// Errors: ErrInvalid.
+func (h *memHandle) ArchiveAndClear(date string, top int, ttl time.Duration) *store.Op[Reset] {
+	if err := checkReset("archive_and_clear", h.name, date, top, ttl); err != nil {
+		return store.Failed[Reset](err)
+	}
+	return write(h, "archive_and_clear", func(b *memBoard) (Reset, error) {
+		now := h.m.now()
+		for d, a := range b.archives {
+			if !now.Before(a.expires) {
+				delete(b.archives, d)
+			}
+		}
+		if _, exists := b.archives[date]; exists || b.reset >= date {
+			return Reset{Version: b.version}, nil
+		}
+		r := Reset{Done: true}
+		if top > 0 {
+			entries := b.rangeOf(1, top)
+			b.archives[date] = memArchive{data: encodeArchive(entries), expires: now.Add(ttl.Truncate(time.Millisecond))}
+			r.Archived = len(entries)
+		}
+		r.Cleared = b.clear()
+		b.reset = date
+		r.Version = b.bump(r.Cleared > 0)
+		return r, nil
+	})
+}
+
+// Archive reads the archive of date. Errors: ErrInvalid, store.ErrReply.
+func (h *memHandle) Archive(date string) *store.Op[Archived] {
+	if err := checkDate("archive", h.name, date); err != nil {
+		return store.Failed[Archived](err)
+	}
+	return store.Local(func() (Archived, error) {
+		b := h.b
+		b.mu.RLock()
+		a, ok := b.archives[date]
+		b.mu.RUnlock()
+		if !ok || !h.m.now().Before(a.expires) {
+			return Archived{}, nil
+		}
+		entries, err := decodeArchive(`rank: archive "`+h.name+`"`, []byte(a.data))
+		return Archived{Entries: entries, Found: true}, err
+	})
+}

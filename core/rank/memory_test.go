@@ -1,0 +1,399 @@
+package rank
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// naive is a leaderboard as a sorted slice: the semantics of the package
+// doc, written the obvious way, to check the skip list against.
+type naive struct {
+	byUID   bool
+	max     int
+	seq     uint64
+	members []naiveMember // best first
+}
+
+type naiveMember struct {
+	uid   string
+	score float64
+	seq   uint64
+}
+
+func (m *naive) before(a, b naiveMember) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	if m.byUID {
+		return a.uid > b.uid
+	}
+	return a.seq < b.seq
+}
+
+func (m *naive) sort() {
+	slices.SortFunc(m.members, func(a, b naiveMember) int {
+		if m.before(a, b) {
+			return -1
+		}
+		return 1
+	})
+}
+
+func (m *naive) find(uid string) int {
+	return slices.IndexFunc(m.members, func(x naiveMember) bool { return x.uid == uid })
+}
+
+func (m *naive) set(uid string, score float64, mode Mode) {
+	if i := m.find(uid); i >= 0 {
+		old := m.members[i].score
+		if score == old || mode == ModeMax && score < old || mode == ModeMin && score > old {
+			return
+		}
+		m.seq++
+		m.members[i].score, m.members[i].seq = score, m.seq
+		m.sort()
+		return
+	}
+	k := naiveMember{uid, score, m.seq + 1}
+	if m.max > 0 && len(m.members) >= m.max && !m.before(k, m.members[len(m.members)-1]) {
+		return
+	}
+	m.seq++
+	m.members = append(m.members, k)
+	m.sort()
+	if m.max > 0 && len(m.members) > m.max {
+		m.members = m.members[:m.max]
+	}
+}
+
+func (m *naive) swap(a, b string) {
+	i, j := m.find(a), m.find(b)
+	if i < 0 || j < 0 {
+		return
+	}
+	if m.byUID {
+		m.members[i].score, m.members[j].score = m.members[j].score, m.members[i].score
+		m.sort()
+		return
+	}
+	m.members[i].uid, m.members[j].uid = b, a
+}
+
+func (m *naive) entries() []Entry {
+	out := []Entry{}
+	for i, x := range m.members {
+		out = append(out, Entry{x.uid, x.score, i + 1})
+	}
+	return out
+}
+
+// checkAgainstNaive runs the operations encoded in ops on a memory board
+// and on the naive model, comparing every query after every operation.
+func checkAgainstNaive(t *testing.T, ops []byte) {
+	if len(ops) < 2 {
+		return
+	}
+	o := Options{MaxMembers: int(ops[0] % 12), Ties: Ties(ops[1] % 2)}
+	bd := board(t, NewMemory(nil), "f", o)
+	m := &naive{byUID: o.Ties == TiesUID, max: o.MaxMembers}
+	space := byte(16) // small boards, or ones that split leaves
+	if ops[1]&2 != 0 {
+		space = 250
+	}
+	uid := func(b byte) string { return string(rune('a' + b%space)) }
+	score := func(b byte) float64 { return float64(int(b%8) - 2) }
+	for ops = ops[2:]; len(ops) >= 3; ops = ops[3:] {
+		a, x := ops[1], ops[2]
+		switch ops[0] % 8 {
+		case 0, 1, 2:
+			mode := Mode(x>>4) % 3
+			do(t, bd.Update(uid(a), score(x), mode))
+			m.set(uid(a), score(x), mode)
+		case 3:
+			s := do(t, bd.Score(uid(a)))
+			do(t, bd.Incr(uid(a), score(x)))
+			m.set(uid(a), s.Score+score(x), ModeSet)
+		case 4:
+			_, _ = bd.Swap(uid(a), uid(x), nil).Do(t.Context())
+			if uid(a) != uid(x) {
+				m.swap(uid(a), uid(x))
+			}
+		case 5:
+			do(t, bd.Remove(uid(a)))
+			if i := m.find(uid(a)); i >= 0 {
+				m.members = slices.Delete(m.members, i, i+1)
+			}
+		case 6:
+			scores := map[string]float64{uid(a): score(x), uid(a + 1): score(x), uid(x): score(a)}
+			do(t, bd.MUpdate(scores))
+			keys := []string{uid(a), uid(a + 1), uid(x)}
+			slices.Sort(keys)
+			for _, k := range slices.Compact(keys) {
+				m.set(k, scores[k], ModeSet)
+			}
+		case 7:
+			if x%8 == 0 {
+				do(t, bd.Clear())
+				m.members = nil
+			}
+		}
+		checkTree(t, bd.(*memHandle).b.list)
+		want := m.entries()
+		wantEntries(t, "Top", do(t, bd.Top(100)), want...)
+		for i, w := range want {
+			if p := do(t, bd.Position(w.UID)); p != i+1 {
+				t.Fatalf("Position(%s) = %d; want %d", w.UID, p, i+1)
+			}
+			ar := do(t, bd.Around(w.UID, 2))
+			wantEntries(t, "Around.Above", ar.Above, want[max(0, i-2):i]...)
+			wantEntries(t, "Around.Below", ar.Below, want[i+1:min(len(want), i+3)]...)
+		}
+		lo, hi := score(a), score(a)+float64(x%4)
+		var inRange []Entry
+		for _, w := range want {
+			if w.Score >= lo && w.Score <= hi && len(inRange) < o.rangeLimit() {
+				inRange = append(inRange, w)
+			}
+		}
+		wantEntries(t, "RangeByScore", do(t, bd.RangeByScore(lo, hi)), inRange...)
+		if len(want) > 0 {
+			r := 1 + int(a)%len(want)
+			wantEntries(t, "Range", do(t, bd.Range(r, r+int(x%5))), want[r-1:min(len(want), r+int(x%5))]...)
+		}
+	}
+}
+
+func FuzzMemoryAgainstNaive(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 1, 2, 0, 2, 2, 4, 1, 2})
+	f.Add([]byte{3, 1, 0, 1, 2, 0, 2, 2, 0, 3, 2, 4, 1, 3, 6, 4, 5})
+	f.Fuzz(checkAgainstNaive)
+}
+
+// Random operation sequences, both tie policies, with and without a cap.
+func TestMemoryAgainstNaive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		ops := make([]byte, 2+3*rng.IntN(120))
+		for i := range ops {
+			ops[i] = byte(rng.Uint32())
+		}
+		checkAgainstNaive(t, ops)
+	}
+}
+
+// checkTree verifies every invariant of the B+tree: counts, separator
+// bounds, parent and leaf pointers, the leaf chain, fill levels.
+func checkTree(t *testing.T, tr *tree) {
+	t.Helper()
+	var leaves []*leaf
+	var walk func(in *inner, depth int, lo, hi *bound) int
+	depth := -1
+	walk = func(in *inner, d int, lo, hi *bound) int {
+		if in.n < 1 || in.n >= fan || (in != tr.root && in.n < minFill) {
+			t.Fatalf("inner node with %d children (root %v)", in.n, in == tr.root)
+		}
+		total := 0
+		for i := range in.n {
+			clo, chi := lo, hi
+			if i > 0 {
+				clo = &in.sep[i-1]
+			}
+			if i < in.n-1 {
+				chi = &in.sep[i]
+			}
+			var n int
+			if in.leafKids {
+				l := in.leaves[i]
+				if l.parent != in || in.inners[i] != nil {
+					t.Fatal("leaf parent pointer")
+				}
+				if depth < 0 {
+					depth = d
+				} else if depth != d {
+					t.Fatal("leaves at different depths")
+				}
+				if l.n >= fan || (tr.length > 0 && l.n == 0) || (!(in == tr.root && in.n == 1) && l.n < minFill) {
+					t.Fatalf("leaf with %d entries", l.n)
+				}
+				for j := range l.n {
+					it := l.items[j]
+					if it.leaf != l || it.key != l.keys[j] {
+						t.Fatal("item leaf pointer or key copy")
+					}
+					if clo != nil && !tr.before(clo.key, clo.uid, it.key, it.uid) {
+						t.Fatalf("entry %v does not rank after its lower bound %v", it.key, *clo)
+					}
+					if chi != nil && tr.before(chi.key, chi.uid, it.key, it.uid) {
+						t.Fatalf("entry %v ranks after its upper bound %v", it.key, *chi)
+					}
+					if j > 0 && !tr.before(l.keys[j-1], l.items[j-1].uid, it.key, it.uid) {
+						t.Fatal("leaf out of order")
+					}
+				}
+				leaves = append(leaves, l)
+				n = l.n
+			} else {
+				c := in.inners[i]
+				if c.parent != in || in.leaves[i] != nil {
+					t.Fatal("inner parent pointer")
+				}
+				n = walk(c, d+1, clo, chi)
+			}
+			if in.count[i] != n {
+				t.Fatalf("count %d; the child holds %d", in.count[i], n)
+			}
+			total += n
+		}
+		return total
+	}
+	if tr.root.parent != nil {
+		t.Fatal("root has a parent")
+	}
+	if n := walk(tr.root, 0, nil, nil); n != tr.length {
+		t.Fatalf("tree holds %d; length %d", n, tr.length)
+	}
+	for i, l := range leaves {
+		if (i > 0 && l.prev != leaves[i-1]) || (i == 0 && l.prev != nil) ||
+			(i < len(leaves)-1 && l.next != leaves[i+1]) || (i == len(leaves)-1 && l.next != nil) {
+			t.Fatal("leaf chain")
+		}
+	}
+}
+
+// Random inserts, moves and removals, in and out of order, at sizes that
+// split and merge every level; ranks, at and the invariants hold throughout.
+func TestTreeInvariants(t *testing.T) {
+	for _, byUID := range []bool{false, true} {
+		tr := newTree(byUID)
+		rng := rand.New(rand.NewPCG(3, 4))
+		var items []*item
+		seq := uint64(0)
+		for i := range 60000 {
+			grow := i < 30000 || i > 50000
+			switch r := rng.IntN(10); {
+			case len(items) == 0 || (grow && r < 6) || (!grow && r < 2):
+				seq++
+				it := &item{uid: string(binary.BigEndian.AppendUint32(nil, uint32(i))), key: key{float64(rng.IntN(300)), seq}}
+				tr.insert(it)
+				items = append(items, it)
+			case r < 7:
+				seq++
+				tr.move(items[rng.IntN(len(items))], key{float64(rng.IntN(300)), seq})
+			default:
+				j := rng.IntN(len(items))
+				tr.remove(items[j])
+				items[j] = items[len(items)-1]
+				items = items[:len(items)-1]
+			}
+			if i%5000 == 0 || i == 59999 {
+				checkTree(t, tr)
+			}
+		}
+		checkTree(t, tr)
+		r := 0
+		for c := tr.at(1); c.valid(); c = c.next() {
+			r++
+			if tr.rank(c.item()) != r || tr.at(r).item() != c.item() {
+				t.Fatalf("rank %d: rank() %d", r, tr.rank(c.item()))
+			}
+		}
+		if r != len(items) {
+			t.Fatalf("walked %d of %d", r, len(items))
+		}
+		// Grow to four levels, then shrink from one end (borrowing and
+		// merging inner nodes), then randomly.
+		for i := range 150000 {
+			seq++
+			it := &item{uid: string(binary.BigEndian.AppendUint32(nil, uint32(100000+i))), key: key{float64(i), seq}}
+			tr.insert(it)
+			items = append(items, it)
+		}
+		checkTree(t, tr)
+		slices.SortFunc(items, func(a, b *item) int { return tr.rank(a) - tr.rank(b) })
+		for i, it := range items[:60000] {
+			tr.remove(it)
+			if i%10000 == 0 {
+				checkTree(t, tr)
+			}
+		}
+		items = items[60000:]
+		rng.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
+		for i, it := range items[:len(items)-100] {
+			tr.remove(it)
+			if i%10000 == 0 {
+				checkTree(t, tr)
+			}
+		}
+		items = items[len(items)-100:]
+		checkTree(t, tr)
+		// Empty it completely, then reuse it.
+		for _, it := range items {
+			tr.remove(it)
+		}
+		checkTree(t, tr)
+		tr.insert(&item{uid: "x", key: key{1, seq + 1}})
+		checkTree(t, tr)
+	}
+}
+
+func FuzzDecodeArchive(f *testing.F) {
+	f.Add([]byte(`[{"uid":"p3","score":1100,"rank":1}]`))
+	f.Add([]byte(`[]`))
+	f.Add([]byte(`[{"uid":1}]`))
+	f.Add([]byte(encodeArchive([]Entry{{"a\x00\"", 0.1, 1}, {"й", -9007199254740992, 2}})))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		entries, err := decodeArchive("fuzz", data)
+		if err != nil {
+			return
+		}
+		// What decodes re-encodes to something that decodes the same.
+		again, err := decodeArchive("fuzz", []byte(encodeArchive(entries)))
+		if err != nil {
+			t.Fatalf("re-encoded archive does not decode: %v", err)
+		}
+		for i := range entries {
+			if again[i] != entries[i] && (again[i].Score == again[i].Score || entries[i].Score == entries[i].Score) {
+				t.Fatalf("entry %d: %+v re-decoded as %+v", i, entries[i], again[i])
+			}
+		}
+	})
+}
+
+// The archive text is exact for every float64 and escapes what JSON needs.
+func TestArchiveFormat(t *testing.T) {
+	for _, c := range []struct {
+		x    float64
+		want string
+	}{{0, "0"}, {1000, "1000"}, {-5, "-5"}, {1 << 53, "9007199254740992"}, {-(1 << 53), "-9007199254740992"},
+		{0.1, "0.1"}, {1.0 / 3, "0.3333333333333333"}, {1e300, "1e+300"}, {1 << 60, "1.152921504606847e+18"}, {5e-324, "4.94065645841247e-324"}} {
+		if got := formatNumber(c.x); got != c.want {
+			t.Errorf("formatNumber(%v) = %s; want %s", c.x, got, c.want)
+		}
+	}
+	got := encodeArchive([]Entry{{"a\"b\\c\n\x7f/é", 1, 1}})
+	if want := `[{"uid":"a\"b\\c\u000a\u007f/é","score":1,"rank":1}]`; got != want {
+		t.Fatalf("encodeArchive = %s; want %s", got, want)
+	}
+}
+
+// The memory board's archive expiry follows the injected clock exactly;
+// expired archives do not block a new reset of their date.
+func TestMemoryArchiveExpiryFreesTheDate(t *testing.T) {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := NewMemory(func() time.Time { return now })
+	bd := board(t, m, "x", Options{})
+	do(t, bd.Update("a", 1, ModeSet))
+	do(t, bd.ArchiveAndClear("20250101", 5, time.Second))
+	now = now.Add(time.Second)
+	if a := do(t, bd.Archive("20250101")); a.Found {
+		t.Fatal("archive outlived its TTL")
+	}
+	// The meta reset date still refuses a second reset of that date.
+	do(t, bd.Update("b", 1, ModeSet))
+	if r := do(t, bd.ArchiveAndClear("20250101", 5, time.Second)); r.Done {
+		t.Fatalf("a repeated reset ran after its archive expired: %+v", r)
+	}
+}

@@ -1,0 +1,143 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/shieldrt/shieldglobal/core/store"
+)
+
+// SlidingWindow is a sliding-window limiter: for every key, at most
+// MaxRequests requests in any window of length Window, exactly. On Redis
+// each AllowOp is one script call on the server's clock; on memory it runs
+// in-process on the Set's clock. Safe for concurrent use.
+type SlidingWindow struct {
+	set  *Set
+	name string
+	opts Options
+	be   windowBackend
+
+	allowed, rejected, unavailable atomic.Uint64
+	failing                        atomic.Bool
+	dmu                            sync.Mutex
+	day                            int64
+	today                          uint64
+}
+
+// windowBackend counts one limiter's requests.
+type windowBackend interface {
+	// allow admits n >= 1 requests of key if they fit; decide is called
+	// with the decision when the op settles successfully.
+	allow(key string, n int64, decide func(Decision) Decision) *store.Op[Decision]
+	remaining(key string) *store.Op[int64]
+	active() int
+	cleanup(now int64)
+}
+
+func newSlidingWindow(s *Set, name string, o Options) *SlidingWindow {
+	w := &SlidingWindow{set: s, name: name, opts: o}
+	if s.c != nil {
+		w.be = newRedisWindow(s, name, o)
+	} else {
+		w.be = newMemoryWindow(s, o)
+	}
+	return w
+}
+
+// Name returns the limiter's name.
+func (w *SlidingWindow) Name() string { return w.name }
+
+// Options returns the limiter's resolved options.
+func (w *SlidingWindow) Options() Options { return w.opts }
+
+// AllowOp returns the operation that admits n requests of key together if
+// the window has room for all of them: Decision.Allowed, or Reason
+// Rejected with RetryAfter. On Redis it is one script call (one round
+// trip); on memory it runs in-process when run. Errors: ErrInvalid for
+// n < 1; on Redis the connection's or server's error, which the caller
+// hands to Outcome to get the Unavailable decision the spec asks for.
+func (w *SlidingWindow) AllowOp(key string, n int) *store.Op[Decision] {
+	if n < 1 {
+		return store.Failed[Decision](fmt.Errorf("%w: rate_limiter %q: allow %q: n = %d: must be >= 1", ErrInvalid, w.name, key, n))
+	}
+	return w.be.allow(key, int64(n), w.decided)
+}
+
+// RemainingOp returns the operation that counts how many more requests of
+// key the window accepts now. Errors as AllowOp's (without ErrInvalid);
+// there is no Unavailable value for it, so a Redis failure is an error.
+func (w *SlidingWindow) RemainingOp(key string) *store.Op[int64] { return w.be.remaining(key) }
+
+// Allow runs AllowOp and Outcome: the decision the Lua API reports.
+// Errors: ErrInvalid, and store.ErrReply (a script and this code
+// disagree); an unreachable Redis is the Unavailable decision, not an
+// error.
+func (w *SlidingWindow) Allow(ctx context.Context, key string, n int) (Decision, error) {
+	return w.Outcome(w.AllowOp(key, n).Do(ctx))
+}
+
+// Outcome maps the result of an AllowOp to what the caller reports. A
+// decision comes back as it is. An error other than ErrInvalid and
+// store.ErrReply means Redis did not decide (unreachable, timed out,
+// failing over, or refusing the script): the request is refused with
+// Reason Unavailable — the spec's degradation table: a sliding window
+// cannot count without Redis — counted, and logged once per outage; the
+// error is returned as nil. ErrInvalid and store.ErrReply are returned as
+// they are (raise them).
+func (w *SlidingWindow) Outcome(d Decision, err error) (Decision, error) {
+	if err == nil {
+		return d, nil
+	}
+	if errors.Is(err, ErrInvalid) || errors.Is(err, store.ErrReply) {
+		return Decision{}, err
+	}
+	w.unavailable.Add(1)
+	w.countRejectedToday()
+	if !w.failing.Swap(true) {
+		w.set.log.Warn("sliding-window rate limiter cannot reach Redis: rejecting requests as unavailable",
+			"limiter", w.name, "error", err)
+	}
+	return Decision{Reason: Unavailable}, nil
+}
+
+// decided counts a decision the backend made.
+func (w *SlidingWindow) decided(d Decision) Decision {
+	if d.Allowed {
+		w.allowed.Add(1)
+	} else {
+		w.rejected.Add(1)
+		w.countRejectedToday()
+	}
+	if w.failing.Load() && w.failing.Swap(false) {
+		w.set.log.Info("sliding-window rate limiter reaches Redis again", "limiter", w.name)
+	}
+	return d
+}
+
+func (w *SlidingWindow) countRejectedToday() {
+	day := w.set.day(w.set.clock())
+	w.dmu.Lock()
+	if day != w.day {
+		w.day, w.today = day, 0
+	}
+	w.today++
+	w.dmu.Unlock()
+}
+
+// Stats returns the limiter's counters.
+func (w *SlidingWindow) Stats() LimiterStats {
+	st := LimiterStats{Name: w.name, Algorithm: AlgorithmSlidingWindow, ActiveKeys: w.be.active(),
+		Allowed: w.allowed.Load(), Rejected: w.rejected.Load(), Unavailable: w.unavailable.Load()}
+	today := w.set.day(w.set.clock())
+	w.dmu.Lock()
+	if w.day == today {
+		st.RejectedToday = w.today
+	}
+	w.dmu.Unlock()
+	return st
+}
+
+func (w *SlidingWindow) cleanup(now int64) { w.be.cleanup(now) }

@@ -1,0 +1,218 @@
+package scheduler
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shieldrt/shieldglobal/internal/testclock"
+	"github.com/shieldrt/shieldglobal/internal/testredis"
+)
+
+// Real time and Redis TIME: three engines ("processes") whose clocks are
+// -1 s, 0 and +1 s off run one distributed 100 ms interval task for 3 s;
+// the engine running one chosen firing is killed mid-run (it stops
+// renewing its claim). Every fire time in the window runs once, except the
+// victim, which runs twice: once on the killed engine, once recovered
+// elsewhere after its lease.
+func TestRealTimeExactlyOnce(t *testing.T) {
+	for name, c := range testredis.Backends(t) {
+		t.Run(name, func(t *testing.T) {
+			st := NewRedis(c, testredis.Prefix(t), RedisOptions{})
+			t.Cleanup(func() { st.Close() })
+			var (
+				mu     sync.Mutex
+				runs   []ran
+				late   []time.Duration
+				victim int64
+				killed = -1
+			)
+			var es []*Engine
+			kill := make(chan int, 1)
+			for i, off := range []time.Duration{-time.Second, 0, time.Second} {
+				e, err := New(Config{Store: st, Clock: offsetClock{off}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				es = append(es, e)
+				o := e.DefaultOptions()
+				o.Distributed, o.LockTTL, o.Overlap = true, 500*time.Millisecond, OverlapAllow
+				do(t, e.Register(Task{Name: "hb", Schedule: every(t, 100*time.Millisecond), Options: o, Run: func(f Firing, done func(error)) {
+					mu.Lock()
+					runs = append(runs, ran{f, i})
+					if !f.Recovered {
+						late = append(late, time.Since(f.Scheduled)) // Scheduled is on Redis TIME
+					}
+					if victim == 0 && len(runs) == 8 {
+						victim, killed = f.Scheduled.UnixMilli(), i
+						mu.Unlock()
+						kill <- i
+						return // never done: the engine dies mid-run
+					}
+					mu.Unlock()
+					done(nil)
+				}}))
+			}
+			stop := time.After(3 * time.Second)
+		loop:
+			for {
+				select {
+				case i := <-kill:
+					es[i].kill()
+				case <-stop:
+					break loop
+				}
+			}
+			end := time.Now()
+			// Pause from one process reaches the others over the control
+			// channel (logged, not asserted: timing belongs to benchmarks).
+			live := (killed + 1) % len(es)
+			t0 := time.Now()
+			do(t, es[live].Pause("hb"))
+			for i, e := range es {
+				if i != killed {
+					awaitLocal(t, e, func() bool { tk := e.tasks["hb"]; return tk != nil && tk.paused }, "paused")
+				}
+			}
+			t.Logf("pause applied in every live process after %v", time.Since(t0))
+			for i, e := range es {
+				if i != killed {
+					closeEngine(t, e)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			// Firings claimed at the very end may be left to lapse by Close.
+			var in []ran
+			for _, r := range runs {
+				if r.Scheduled.Before(end.Add(-time.Second)) {
+					in = append(in, r)
+				}
+			}
+			wantEachOnce(t, in, 100*time.Millisecond, map[int64]bool{victim: true})
+			for _, r := range byFire(in)[victim] {
+				if r.Recovered && r.engine == killed {
+					t.Errorf("the killed engine recovered its own firing")
+				}
+			}
+			slices.Sort(late)
+			t.Logf("%d runs; start lateness (real clock vs Redis TIME) p50 %v max %v", len(in), late[len(late)/2], late[len(late)-1])
+		})
+	}
+}
+
+// privateStore is a Store on a private server the test may stop, on the
+// fake clock; its client does not retry, so an outage is seen at once.
+func privateStore(t *testing.T, clk *testclock.Clock) (*testredis.Server, *Redis) {
+	srv := testredis.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
+	t.Cleanup(func() { c.Close() })
+	st := NewRedis(c, testredis.Prefix(t), RedisOptions{Now: clk.Now})
+	t.Cleanup(func() { st.Close() })
+	return srv, st
+}
+
+// claimFailures reports how many claims of task in a row the Store did
+// not answer.
+func claimFailures(e *Engine, task string) int {
+	n := 0
+	_ = e.call(func() {
+		if t := e.tasks[task]; t != nil {
+			n = t.claimFails
+		}
+	})
+	return n
+}
+
+func awaitFailures(t *testing.T, e *Engine, task string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for claimFailures(e, task) < n {
+		settle(t, e)
+		if time.Now().After(deadline) {
+			t.Fatalf("the engine saw %d failed claims, want %d", claimFailures(e, task), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Redis stopped across a firing. "wait": the firing runs once Redis is
+// back (here a restart that lost every key: the engine re-creates the
+// record, keeping its cursor) if within catch_up, counted late; else it is
+// counted missed. "run_local": it runs at once, locally.
+func TestRedisDownAtAFiring(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		policy  RedisDown
+		down    time.Duration // how long after the firing Redis comes back
+		wantRun bool
+	}{
+		{"wait/within-catch-up", RedisDownWait, 2 * time.Second, true},
+		{"wait/beyond-catch-up", RedisDownWait, 7 * time.Second, false},
+		{"run_local", RedisDownRunLocal, 2 * time.Second, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := testclock.New()
+			srv, st := privateStore(t, clk)
+			cl := &cluster{t: t, clk: clk, st: st, ev: &events{}}
+			e := cl.add(0)
+			var log runLog
+			cl.registerOn(0, e, "job", every(t, 10*time.Second), func(o *Options) {
+				o.CatchUp, o.OnRedisDown = 5*time.Second, c.policy
+			}, log.run)
+			cl.advance(10*time.Second, 500*time.Millisecond)
+			if n := len(log.all()); n != 1 {
+				t.Fatalf("%d runs before the outage", n)
+			}
+			srv.Stop()
+			cl.advance(10*time.Second, 500*time.Millisecond) // the second firing comes due
+			awaitFailures(t, e, "job", 1)
+			if c.policy == RedisDownRunLocal {
+				rs := log.all()
+				if len(rs) != 2 || !rs[1].Local {
+					t.Fatalf("run_local: runs %+v; want the second firing run locally", rs)
+				}
+				srv.Start()
+				return
+			}
+			if n := len(log.all()); n != 1 {
+				t.Fatalf("wait: %d runs while Redis is down", n)
+			}
+			cl.advance(c.down-500*time.Millisecond, 500*time.Millisecond)
+			srv.Start()
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				cl.clk.Advance(50 * time.Millisecond) // retries come every <= 1 s
+				cl.settle()
+				info, err := e.Get("job").Do(t.Context())
+				if err == nil && (info.RunCount+info.Missed) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no outcome after Redis came back: %+v, %v", info, err)
+				}
+			}
+			rs := log.all()
+			info := do(t, e.Get("job"))
+			if c.wantRun {
+				if len(rs) != 2 || !rs[1].Late || !rs[1].Scheduled.Equal(rs[0].Scheduled.Add(10*time.Second)) {
+					t.Fatalf("runs %+v; want the second firing, late", rs)
+				}
+				if info.Late != 1 || info.RunCount != 1 {
+					t.Fatalf("Info %+v; want late 1 on the re-created record", info)
+				}
+			} else if len(rs) != 1 || info.Missed != 1 || info.RunCount != 0 {
+				t.Fatalf("runs %d, Info %+v; want the firing counted missed", len(rs), info)
+			}
+			// The schedule goes on.
+			cl.advance(10*time.Second, 500*time.Millisecond)
+			if n := len(log.all()); n != len(rs)+1 {
+				t.Fatalf("%d runs after recovery; want %d", n, len(rs)+1)
+			}
+		})
+	}
+}

@@ -1,0 +1,37 @@
+-- control.lua: pause, resume or remove a distributed task and tell every
+-- process; also get (read the record) and missed (add to its count).
+--
+-- KEYS (all share the hash tag {name}):
+--   KEYS[1] task    hash  the record
+--   KEYS[2] runs    hash  unfinished firings: fire ms -> "attempt|owner"
+--   KEYS[3] leases  zset  unfinished firings: fire ms -> lease deadline (ms)
+-- ARGV:
+--   ARGV[1] time override ('0' = TIME)
+--   ARGV[2] op: pause | resume | remove | get | missed
+--   ARGV[3] control channel (pause, resume, remove)
+--   ARGV[4] task name
+--   ARGV[5] missed: the count to add
+-- Returns {found, now, record}: found 0 when there is no record; record
+-- (get, and after pause or resume) as prelude's record(), else empty.
+-- Resume moves the cursor to now, so firings while paused count as
+-- nothing.
+
+local now = server_now()
+local op = ARGV[2]
+if not exists() then return {0, now, {}} end
+if op == 'get' then return {1, now, record(now)} end
+if op == 'missed' then
+  redis.call('HINCRBY', KEYS[1], 'missed', ARGV[5])
+  return {1, now, {}}
+end
+if op == 'pause' then
+  redis.call('HSET', KEYS[1], 'paused', '1')
+elseif op == 'resume' then
+  redis.call('HSET', KEYS[1], 'paused', '0', 'cursor', ms(math.max(num(KEYS[1], 'cursor'), now)))
+elseif op == 'remove' then
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+else
+  return redis.error_reply('ERR scheduler control: unknown op ' .. op)
+end
+redis.call('PUBLISH', ARGV[3], op .. '\n' .. ARGV[4])
+return {1, now, {}}

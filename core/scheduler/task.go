@@ -1,0 +1,507 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// task is a registered task; owned by the loop.
+type task struct {
+	name    string
+	sched   Schedule
+	opts    resolved
+	tl      timeline
+	dist    bool
+	runners []runner
+	rr      int // next runner, round robin
+
+	paused  bool
+	removed bool
+	fire    item // the next firing (distributed: its claim)
+	probe   item // a check on another process's run of a firing
+	sync    item // a retry of resync
+	next    int64
+	running int
+	stats   counters
+
+	// Distributed only.
+	cursor     int64 // the Store's cursor as last seen
+	claiming   bool  // a claim is in flight
+	claimFails int   // consecutive claims the Store did not answer
+	late       bool  // the pending firing waited for the Store
+	syncing    bool  // a register or get to re-read the record is in flight
+	lastSync   int64 // local ns of the latest resync
+}
+
+type runner struct {
+	owner string
+	run   RunFunc
+}
+
+// counters are a task's figures: this process's for a local task, the
+// Store's (as last read) for a distributed one.
+type counters struct {
+	lastRun, runCount, missed, skipped, late, failed int64
+	lastErr                                          string
+	errored                                          bool
+}
+
+// msTime is a Unix ms time, zero for 0.
+func msTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+func (c counters) fill(info *Info) {
+	if c.lastRun != 0 {
+		info.LastRun = time.UnixMilli(c.lastRun).UTC()
+	}
+	info.RunCount, info.Missed, info.Skipped, info.Late, info.Failed = c.runCount, c.missed, c.skipped, c.late, c.failed
+	info.LastError = c.lastErr
+	if c.errored && info.Status == StatusActive {
+		info.Status = StatusError
+	}
+}
+
+// cache takes a record's figures and status.
+func (t *task) cache(r record) {
+	t.stats = counters{lastRun: r.LastRun, runCount: r.RunCount, missed: r.Missed, skipped: r.Skipped,
+		late: r.Late, failed: r.Failed, lastErr: r.LastError, errored: r.Errored}
+}
+
+func (t *task) info() Info {
+	info := Info{Name: t.name, Kind: t.sched.kind, Schedule: t.sched.text, Distributed: t.dist,
+		Running: t.running, Registered: true, Status: StatusActive}
+	if t.sched.kind == KindCron {
+		info.Timezone = t.opts.loc.String()
+	}
+	if t.paused {
+		info.Status = StatusPaused
+	} else if t.next != 0 {
+		info.NextRun = time.UnixMilli(t.next).UTC()
+	}
+	t.stats.fill(&info)
+	return info
+}
+
+// infos lists every task, by name.
+func (e *Engine) infos() []Info {
+	out := make([]Info, 0, len(e.tasks))
+	for _, t := range e.tasks {
+		out = append(out, t.info())
+	}
+	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// install registers or updates a task on the loop. reg is the Store's
+// record for a distributed task (nil for a local one).
+func (e *Engine) install(tk Task, opts resolved, reg *registered) (Info, error) {
+	if e.closing {
+		return Info{}, ErrClosed
+	}
+	dist := reg != nil
+	if dist && reg.Done {
+		// A one-shot task that already ran (in some process): nothing to
+		// schedule until its tombstone expires.
+		return Info{Name: tk.Name, Kind: KindOnce, Schedule: tk.Schedule.text, Status: StatusActive,
+			Distributed: true, RunCount: reg.RunCount, LastRun: msTime(reg.LastRun)}, nil
+	}
+	t := e.tasks[tk.Name]
+	if t != nil && t.sched.kind != tk.Schedule.kind {
+		return Info{}, fmt.Errorf("%w: task %q is a %s task, not %s", ErrKindConflict, tk.Name, t.sched.kind, tk.Schedule.kind)
+	}
+	if t != nil && t.dist != dist {
+		// Switching between local and distributed: start afresh.
+		e.drop(t)
+		t = nil
+	}
+	sched := tk.Schedule
+	if dist && reg.Spec != sched.spec {
+		// Another process's registration won a race; follow the Store.
+		if s, err := parseSpec(reg.Spec); err == nil {
+			sched = s
+		}
+	}
+	if t == nil {
+		t = &task{name: tk.Name, dist: dist}
+		t.fire = item{kind: itemFire, task: t, idx: -1}
+		t.probe = item{kind: itemProbe, task: t, idx: -1}
+		t.sync = item{kind: itemResync, task: t, idx: -1}
+		e.tasks[tk.Name] = t
+		e.names.Store(tk.Name, dist)
+	}
+	same := t.tl.s.kind != "" && t.sched.spec == sched.spec && t.opts.loc.String() == opts.loc.String()
+	t.opts = opts
+	t.addRunner(runner{owner: tk.Owner, run: tk.Run})
+	if !dist {
+		if same {
+			return t.info(), nil // same schedule: nothing moves
+		}
+		t.sched = sched
+		t.tl = sched.timeline(opts.loc, e.nowNs()/int64(time.Millisecond))
+		e.planLocal(t, e.nowNs()/int64(time.Millisecond))
+		return t.info(), nil
+	}
+	e.calibrate(tk.Name)
+	e.adopt(t, sched, reg.record)
+	return t.info(), nil
+}
+
+// addRunner adds r, replacing the same owner's earlier one.
+func (t *task) addRunner(r runner) {
+	for i := range t.runners {
+		if t.runners[i].owner == r.owner {
+			t.runners[i] = r
+			return
+		}
+	}
+	t.runners = append(t.runners, r)
+}
+
+// pick returns the runner of the next firing (round robin).
+func (t *task) pick() RunFunc {
+	r := t.runners[t.rr%len(t.runners)]
+	t.rr++
+	return r.run
+}
+
+// planLocal arms a local task's next firing after `after` (local ms).
+func (e *Engine) planLocal(t *task, after int64) {
+	e.unschedule(&t.fire)
+	t.next = 0
+	if t.paused || t.removed {
+		return
+	}
+	n := t.tl.next(after)
+	if n == 0 {
+		if t.sched.kind == KindOnce && t.running == 0 {
+			e.drop(t)
+		}
+		return
+	}
+	t.next = n
+	t.fire.fire = n
+	e.schedule(&t.fire, n*int64(time.Millisecond))
+}
+
+// handle runs a due item.
+func (e *Engine) handle(it *item, now int64) {
+	switch it.kind {
+	case itemFire:
+		if it.task.dist {
+			e.claimDue(it.task)
+		} else {
+			e.fireLocal(it.task, it.fire, now/int64(time.Millisecond))
+		}
+	case itemStart, itemRetry:
+		e.startAttempt(it.run)
+	case itemHeartbeat:
+		e.sendHeartbeat(it.run)
+	case itemProbe:
+		e.sendRecover(it.task, it.fire)
+	case itemFinish:
+		it.run.retry()
+	case itemResync:
+		e.resync(it.task)
+	}
+}
+
+// fireLocal handles a local task's firing at fire (local ms), now being
+// nowMs: the catch-up rule if the loop comes late past later fire times.
+func (e *Engine) fireLocal(t *task, fire, nowMs int64) {
+	run := fire
+	if n := t.tl.next(fire); (n != 0 && n <= nowMs) || nowMs-fire > t.opts.CatchUp.Milliseconds() {
+		last, before := t.tl.latest(fire-1, nowMs, t.opts.CatchUp.Milliseconds())
+		if before > 0 {
+			t.stats.missed += before
+			e.emit(Event{Kind: EventMissed, Firing: Firing{Task: t.name, Scheduled: time.UnixMilli(fire)}, Count: before})
+		}
+		run = last
+	}
+	if run != 0 {
+		e.startFiring(t, run, Firing{})
+		if t.removed {
+			return
+		}
+	}
+	after := max(run, fire)
+	if run == 0 {
+		after = nowMs
+	}
+	e.planLocal(t, after)
+}
+
+// startFiring starts a firing of t unless Overlap skips it. base carries
+// the firing's flags (Late, Local, Recovered, Manual).
+func (e *Engine) startFiring(t *task, fire int64, base Firing) *run {
+	if t.running > 0 && t.opts.Overlap == OverlapSkip && !t.dist && !base.Manual {
+		t.stats.skipped++
+		e.emit(Event{Kind: EventSkipped, Firing: Firing{Task: t.name, Scheduled: time.UnixMilli(fire)}})
+		return nil
+	}
+	r := e.newRun(t, fire, base)
+	e.startAttempt(r)
+	return r
+}
+
+// run is one firing in progress in this process: its attempts, its
+// retries, and for a distributed task its claim.
+type run struct {
+	task        *task
+	fire        int64
+	base        Firing // flags
+	attempt     int
+	gen         uint64 // attempt generation: a stale done is ignored
+	owner       string // the claim's owner id (distributed)
+	first       int64  // start of the first attempt: local ns
+	started     int64  // start of the current attempt: local ns
+	lastErr     error
+	lost        bool   // another process took the claim over
+	ended       bool   // no more attempts; finishing
+	gone        bool   // finished and released
+	retry       func() // itemFinish: send the finish again
+	finishFails int
+	wait        item // itemStart or itemRetry
+	hb          item // itemHeartbeat
+}
+
+func (e *Engine) newRun(t *task, fire int64, base Firing) *run {
+	base.Task, base.Scheduled = t.name, time.UnixMilli(fire)
+	r := &run{task: t, fire: fire, base: base}
+	r.wait = item{kind: itemStart, task: t, run: r, idx: -1}
+	r.hb = item{kind: itemHeartbeat, task: t, run: r, idx: -1}
+	t.running++
+	e.runs++
+	return r
+}
+
+// startAttempt calls the task's RunFunc for the next attempt of r.
+func (e *Engine) startAttempt(r *run) {
+	t := r.task
+	if r.ended {
+		return
+	}
+	if len(t.runners) == 0 || (r.attempt > 0 && (t.removed || e.closing)) {
+		// Nobody left to run it, or a retry of a removed task: give up.
+		e.endRun(r, r.lastErr)
+		return
+	}
+	r.attempt++
+	r.gen++
+	r.started = e.nowNs()
+	if r.first == 0 {
+		r.first = r.started
+	}
+	f := r.base
+	f.Attempt = r.attempt
+	e.emit(Event{Kind: EventBefore, Firing: f})
+	gen := r.gen
+	var once atomic.Bool
+	done := func(err error) {
+		if once.Swap(true) {
+			return
+		}
+		e.post(func() { e.attemptDone(r, gen, err) })
+	}
+	e.callRun(t.pick(), f, done)
+}
+
+// callRun calls fn, turning a panic into the attempt's error.
+func (e *Engine) callRun(fn RunFunc, f Firing, done func(error)) {
+	defer func() {
+		if p := recover(); p != nil {
+			done(fmt.Errorf("scheduler: task %q panicked: %v", f.Task, p))
+		}
+	}()
+	fn(f, done)
+}
+
+// attemptDone handles the end of an attempt.
+func (e *Engine) attemptDone(r *run, gen uint64, err error) {
+	if gen != r.gen || r.ended {
+		return
+	}
+	t := r.task
+	now := e.nowNs()
+	f := r.base
+	f.Attempt = r.attempt
+	ev := Event{Firing: f, Started: time.Unix(0, r.started), Duration: time.Duration(now - r.started)}
+	if err == nil {
+		ev.Kind = EventAfter
+		e.emit(ev)
+		e.endRun(r, nil)
+		return
+	}
+	r.lastErr = err
+	final := r.attempt > t.opts.MaxRetries || r.lost || t.removed || e.closing || f.Manual
+	ev.Kind, ev.Err, ev.Final = EventFailed, err, final
+	e.emit(ev)
+	if final {
+		e.endRun(r, err)
+		return
+	}
+	r.wait.kind = itemRetry
+	e.schedule(&r.wait, now+t.opts.RetryDelay.Nanoseconds())
+}
+
+// endRun counts a finished firing (in the Store for a distributed task).
+func (e *Engine) endRun(r *run, err error) {
+	if r.ended {
+		return
+	}
+	r.ended = true
+	t := r.task
+	e.unschedule(&r.wait)
+	if !t.dist || r.base.Local {
+		e.unschedule(&r.hb)
+		if !t.dist {
+			t.stats.runCount++
+			t.stats.lastRun = r.first / int64(time.Millisecond)
+			if r.base.Late {
+				t.stats.late++
+			}
+			if err != nil {
+				t.stats.failed++
+				t.stats.lastErr, t.stats.errored = err.Error(), true
+			} else {
+				t.stats.errored = false
+			}
+		}
+		e.runEnded(r)
+		return
+	}
+	e.sendFinish(r, err)
+}
+
+// runEnded releases r's place; a one-shot task that has nothing left is
+// dropped.
+func (e *Engine) runEnded(r *run) {
+	t := r.task
+	if r.gone {
+		return
+	}
+	r.gone = true
+	e.unschedule(&r.hb)
+	e.unschedule(&r.wait)
+	t.running--
+	e.runs--
+	if t.sched.kind == KindOnce && !r.base.Manual && !t.removed && t.running == 0 && t.next == 0 {
+		e.drop(t)
+	}
+}
+
+// drop removes t from this process (not from the Store).
+func (e *Engine) drop(t *task) {
+	if e.tasks[t.name] == t {
+		delete(e.tasks, t.name)
+		e.names.Delete(t.name)
+	}
+	t.removed = true
+	t.next = 0
+	e.unschedule(&t.fire)
+	e.unschedule(&t.probe)
+	e.unschedule(&t.sync)
+}
+
+// trigger starts a manual run of a task registered here.
+func (e *Engine) trigger(name string) bool {
+	t := e.tasks[name]
+	if t == nil || e.closing {
+		return false
+	}
+	e.startFiring(t, e.nowNs()/int64(time.Millisecond), Firing{Manual: true})
+	return true
+}
+
+// detach drops owner's runners.
+func (e *Engine) detach(owner string) {
+	for _, t := range e.tasks {
+		t.runners = slices.DeleteFunc(t.runners, func(r runner) bool { return r.owner == owner })
+		if len(t.runners) == 0 {
+			e.drop(t)
+		}
+	}
+}
+
+// applyControl applies a pause, resume or remove to the task here; it
+// reports whether the task is registered here. local is true for a
+// control of a local task (no Store involved).
+func (e *Engine) applyControl(c controlMsg, local bool) bool {
+	t := e.tasks[c.Name]
+	if t == nil || (local && t.dist) {
+		return false
+	}
+	switch c.Op {
+	case ctlPause:
+		t.paused = true
+		t.next = 0
+		e.unschedule(&t.fire)
+	case ctlResume:
+		if !t.paused {
+			return true
+		}
+		t.paused = false
+		if t.dist {
+			t.cursor = max(t.cursor, e.storeNowMs())
+			e.planDist(t)
+		} else {
+			e.planLocal(t, e.nowNs()/int64(time.Millisecond))
+		}
+	case ctlRemove:
+		e.drop(t)
+	}
+	return true
+}
+
+// beginClose stops new firings and waits (through idleCh) for the runs.
+func (e *Engine) beginClose(idle chan struct{}) {
+	e.closing = true
+	for _, t := range e.tasks {
+		e.unschedule(&t.fire)
+		e.unschedule(&t.probe)
+		t.next = 0
+	}
+	// Pending retries are given up now; their firings count as failed.
+	var waiting []*run
+	for _, it := range append(slices.Clone(e.heap.items), e.sheap.items...) {
+		if it.kind == itemRetry || it.kind == itemStart {
+			waiting = append(waiting, it.run)
+		}
+	}
+	for _, r := range waiting {
+		if r.attempt == 0 {
+			// Claimed but not started: let its lease lapse for another
+			// process rather than run it during shutdown.
+			e.unschedule(&r.wait)
+			e.unschedule(&r.hb)
+			r.ended = true
+			r.task.running--
+			e.runs--
+			continue
+		}
+		err := r.lastErr
+		if err == nil {
+			err = errors.New("scheduler: engine closed")
+		}
+		e.endRun(r, err)
+	}
+	e.idleCh = idle
+}
+
+// idle reports that nothing is left to wait for.
+func (e *Engine) idle() bool {
+	return e.runs == 0 && e.inflight == 0 && len(e.io) == 0
+}
+
+func (e *Engine) emit(ev Event) {
+	if e.events != nil {
+		e.events(ev)
+	}
+}

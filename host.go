@@ -1,0 +1,80 @@
+package shieldglobal
+
+import (
+	"errors"
+	"fmt"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// exposed is one value Expose gave every runtime.
+type exposed struct {
+	name string
+	v    any
+}
+
+// Expose makes v the global name of every Lua state whose runtime is
+// created afterwards (NewRuntime), converted as Runtime.Set converts it: Go
+// functions, structs, maps and values of the host become callable and
+// readable from scripts (docs/embedding.md has the type mapping). Runtimes
+// created before keep what they had; use Runtime.Set for them.
+func (m *Module) Expose(name string, v any) error {
+	if name == "" {
+		return errors.New("shield: Expose: empty name")
+	}
+	m.hostMu.Lock()
+	defer m.hostMu.Unlock()
+	m.exposed = append(m.exposed, exposed{name, v})
+	return nil
+}
+
+// attach gives a new runtime what Expose recorded and remembers it for
+// Loader; it is forgotten when the runtime closes.
+func (m *Module) attach(L *lua.LState, rt *Runtime) error {
+	m.hostMu.Lock()
+	values := append([]exposed(nil), m.exposed...)
+	if m.runtimes == nil {
+		m.runtimes = map[*lua.LState]*Runtime{}
+	}
+	m.runtimes[L] = rt
+	m.hostMu.Unlock()
+	rt.OnStop(func() {
+		m.hostMu.Lock()
+		delete(m.runtimes, L)
+		m.hostMu.Unlock()
+	})
+	for _, e := range values {
+		if err := rt.Set(e.name, e.v); err != nil {
+			return fmt.Errorf("shield: exposing %q: %w", e.name, err)
+		}
+	}
+	return nil
+}
+
+// Loader is a gopher-lua module loader for hosts that open modules the
+// gopher-lua way: L.PreloadModule("shield", mod.Loader). It returns the
+// shield library of L's runtime, so create the runtime (NewRuntime, which
+// also makes require("shield") work by itself) before Lua code requires it;
+// without one it raises an error that says so.
+func (m *Module) Loader(L *lua.LState) int {
+	m.hostMu.Lock()
+	rt := m.runtimes[L]
+	if rt == nil {
+		for _, r := range m.runtimes { // L may be a thread of a runtime's state
+			if r.L.G == L.G {
+				rt = r
+				break
+			}
+		}
+	}
+	m.hostMu.Unlock()
+	if rt == nil {
+		L.RaiseError("shield: this Lua state has no runtime: call Module.NewRuntime(L) before requiring shield")
+		return 0
+	}
+	L.Push(rt.Library())
+	return 1
+}
+
+// Preload registers Loader as package.preload["shield"] of L.
+func (m *Module) Preload(L *lua.LState) { L.PreloadModule("shield", m.Loader) }
