@@ -3,9 +3,14 @@ package shieldglobal
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/config"
@@ -13,11 +18,15 @@ import (
 )
 
 // A clean stop releases every lock the runtime holds at once, not after the
-// ttl: local, distributed, re-entered and read holds alike; waiters give up.
+// ttl: the holds taken outside any task when it closes, those of tasks still
+// running (a sleeping task is interrupted after the grace period, and its
+// holds go with it), local, distributed, re-entered and read holds alike;
+// waiters give up.
 func TestCloseReleasesHeldLocks(t *testing.T) {
 	for name, cfgFn := range map[string]func(*testing.T) Config{
-		"memory": func(*testing.T) Config { return config.Default() },
-		"redis":  redisConfig,
+		"memory":  func(*testing.T) Config { return config.Default() },
+		"redis":   redisConfig,
+		"cluster": clusterConfig,
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := newModule(t, cfgFn(t))
@@ -28,24 +37,150 @@ func TestCloseReleasesHeldLocks(t *testing.T) {
 				t.Fatal(err)
 			}
 			mustRunLua(t, rt, `
-				local d = shield.distributed_mutex("held", { ttl = 60000 })
-				assert(d:acquire()); assert(d:acquire())
-				assert(shield.mutex("local-held"):acquire())
-				assert(shield.distributed_rwlock("rw-held", { ttl = 60000 }):read_lock():acquire())
-				shield.spawn(function() shield.distributed_mutex("held"):acquire() end) -- a waiter`)
+				shield.spawn(function()
+					local d = shield.distributed_mutex("held", { ttl = 60000 })
+					assert(d:acquire()); assert(d:acquire())
+					assert(shield.mutex("local-held"):acquire())
+					assert(shield.distributed_rwlock("rw-held", { ttl = 60000 }):read_lock():acquire())
+					holding = true
+					shield.sleep(600000)
+				end)
+				while not holding do shield.sleep(1) end
+				shield.spawn(function() shield.distributed_mutex("held"):acquire() end) -- a waiter
+				shield.sleep(5)`)
+			err = rt.Do(func(L *lua.LState) error {
+				return L.DoString(`
+					assert(shield.distributed_mutex("main-held", { ttl = 60000 }):acquire())
+					assert(shield.mutex("main-local"):acquire())`)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
 			rt.Close(0)
 
 			ctx := context.Background()
-			for _, n := range []string{"held", "rw-held"} {
-				if info, found, err := m.Locks.Info(ctx, n); err != nil || found {
+			for _, n := range []string{"held", "rw-held", "main-held"} {
+				if info, err := m.Locks.Info(n).Do(ctx); err != nil || info.Held {
 					t.Fatalf("%s still held after Close: %+v %v", n, info, err)
 				}
 			}
-			if info, held := m.LocalLocks.Info("local-held"); held {
-				t.Fatalf("local lock still held after Close: %+v", info)
+			for _, n := range []string{"local-held", "main-local"} {
+				if info, held := m.LocalLocks.Info(n); held {
+					t.Fatalf("local lock %s still held after Close: %+v", n, info)
+				}
 			}
 		})
 	}
+}
+
+// Lease renewal goes through the runtime's loop: while a task spins without
+// yielding, its runtime renews nothing, so its lease lapses and another
+// process gets the lock after the ttl; when the spinner yields, its hold
+// reports lost.
+func TestSpinningTaskLetsItsLeaseLapse(t *testing.T) {
+	for name, cfgFn := range map[string]func(*testing.T) Config{"redis": redisConfig, "cluster": clusterConfig} {
+		t.Run(name, func(t *testing.T) {
+			cfg := cfgFn(t)
+			holder := newRuntime(t, newModule(t, cfg))
+			other := newRuntime(t, newModule(t, cfg)) // another process
+			spun := make(chan error, 1)
+			go func() {
+				spun <- holder.RunString(`
+					local l = shield.distributed_mutex("spin", { ttl = 600, extend_interval = 100 })
+					assert(l:acquire())
+					local lost_by
+					l:on_lost(function(_, why) lost_by = why end)
+					shield.sleep(800) -- the watchdog keeps it while the loop runs
+					assert(not l:lost())
+					spinning = true
+					local t0 = os.clock()
+					while os.clock() - t0 < 2.5 do end -- no yield: nothing else of this runtime runs
+					assert(l:lost(), "the hold does not report lost after its lease lapsed")
+					shield.sleep(20)
+					assert(lost_by and lost_by:find("lease ran out"), tostring(lost_by))
+					local ok, why = l:release()
+					assert(not ok and why == "lost", tostring(why))`, "holder.lua")
+			}()
+			mustRunLua(t, other, `
+				shield.sleep(900)
+				local l = shield.distributed_mutex("spin", { ttl = 5000 })
+				local t0 = shield.now_ms()
+				local ok, why = l:acquire(1500)
+				assert(ok, "another process did not get the lock of a spinning holder: " .. tostring(why))
+				shield.sleep(2000) -- hold it past the spin
+				assert(l:release())`)
+			if err := <-spun; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A lock timeout is a hard bound while Redis hangs (SIGSTOP): acquire(2000)
+// returns at its timeout, long before the client's read timeout, and raises
+// an error saying Redis did not answer (not a plain "timeout"); the attempt
+// still in flight succeeds when Redis is back, and is released.
+func TestLockTimeoutWhileRedisHangs(t *testing.T) {
+	srv := testredis.StartServer(t)
+	cfg := config.Default()
+	cfg.Global.Redis.URL = srv.URL()
+	cfg.Global.Redis.ReadTimeout, cfg.Global.Redis.WriteTimeout = 20000, 20000
+	cfg.Global.Cache.Sync = false
+	m := newModule(t, cfg)
+	rt := newRuntime(t, m)
+	mustRunLua(t, rt, `local l = shield.distributed_mutex("hang"); assert(l:acquire()); assert(l:release())`)
+	thaw := freezeRedis(t, srv)
+	start := time.Now()
+	err := rt.RunString(`
+		local l = shield.distributed_mutex("hang")
+		local ok, why = l:acquire(2000)
+		error("acquire returned " .. tostring(ok) .. ", " .. tostring(why))`, "hang.lua")
+	elapsed := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "did not answer") || !strings.Contains(err.Error(), "hang.lua:3: shield.distributed_mutex:acquire") {
+		t.Fatalf("acquire(2000) while Redis hangs: %v; want an error saying Redis did not answer", err)
+	}
+	if elapsed > 5*time.Second {
+		t.Fatalf("acquire(2000) took %v", elapsed)
+	}
+	t.Logf("after %v: %v", elapsed, err)
+	thaw()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := m.Locks.Info("hang").Do(context.Background())
+		if err == nil && !info.Held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the late grant was not released: %+v %v", info, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mustRunLua(t, rt, `assert(shield.distributed_mutex("hang"):acquire(2000))`)
+}
+
+// freezeRedis stops a private server with SIGSTOP; thaw resumes it (also at
+// the end of the test).
+func freezeRedis(t *testing.T, srv *testredis.Server) (thaw func()) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := 0
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			pid, _ = strconv.Atoi(v)
+		}
+	}
+	if pid <= 0 || syscall.Kill(pid, syscall.SIGSTOP) != nil {
+		t.Fatalf("cannot stop %s (pid %d)", srv, pid)
+	}
+	var once sync.Once
+	thaw = func() { once.Do(func() { syscall.Kill(pid, syscall.SIGCONT) }) }
+	t.Cleanup(thaw)
+	return thaw
 }
 
 // With lock.redlock enabled, distributed mutexes go through N independent
@@ -154,4 +289,52 @@ func TestWatchdogMarksLostWhenRenewalsFail(t *testing.T) {
 			shield.sleep(20)
 		end
 		assert(reason:find("renewals failed until the lease ran out"), reason)`)
+}
+
+// max_retries and retry against a holder in another process: one attempt
+// with max_retries = 1, and giving up after two retry intervals with 3.
+func TestMaxRetriesAgainstAnotherProcess(t *testing.T) {
+	cfg := redisConfig(t)
+	holder := newRuntime(t, newModule(t, cfg))
+	waiter := newRuntime(t, newModule(t, cfg))
+	mustRunLua(t, holder, `
+		shield.spawn(function() assert(shield.distributed_mutex("mr", { ttl = 60000 }):acquire()); holding = true; shield.sleep(600000) end)
+		while not holding do shield.sleep(1) end`)
+	mustRunLua(t, waiter, `
+		local t0 = shield.now_ms()
+		local ok, why = shield.distributed_mutex("mr", { max_retries = 1 }):acquire(10000)
+		assert(ok == false and why == "timeout", tostring(why))
+		assert(shield.now_ms() - t0 < 5000, "max_retries = 1 waited")
+		t0 = shield.now_ms()
+		ok, why = shield.distributed_mutex("mr", { max_retries = 3, retry = 60 }):acquire(10000)
+		local waited = shield.now_ms() - t0
+		assert(ok == false and why == "timeout", tostring(why))
+		assert(waited >= 2 * 60 - 2 and waited < 5000, "gave up after " .. waited .. " ms")`)
+}
+
+// Outside any task (host code on the main thread) a Redis-backed acquire
+// waits in place for a holder in another process, and works off its own
+// wake-ups while the loop is busy with it.
+func TestLockOutsideTasksOnRedis(t *testing.T) {
+	cfg := redisConfig(t)
+	holder := newRuntime(t, newModule(t, cfg))
+	rt := newRuntime(t, newModule(t, cfg))
+	mustRunLua(t, holder, `
+		shield.spawn(function()
+			local l = shield.distributed_mutex("main", { ttl = 5000 })
+			assert(l:acquire())
+			shield.sleep(100)
+			l:release()
+		end)
+		shield.sleep(20)`)
+	err := rt.Do(func(L *lua.LState) error {
+		return L.DoString(`
+			local l = shield.distributed_mutex("main", { retry = 10000 })
+			local ok, why = l:acquire(5000)
+			assert(ok, why)
+			assert(l:release())`)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,381 +1,259 @@
 package bindings
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/lock"
+	shieldlua "github.com/shieldrt/shieldglobal/lua/shield"
 )
 
+// The lock capability: argument checks, conversion and the blocking
+// protocol. Lock sessions (holds, waits, the gate, the watchdog) are
+// core/lock's; this runtime's session lives on its loop.
+
+// The kinds of lock object, each its own Lua type (a method checks that its
+// self is of its kind).
 const (
-	lockObjType = "shield.lock_object" // every acquirable lock: mutex, spinlock, read/write locks, handles
-	rwlockType  = "shield.rwlock"      // the pair behind shield.rwlock / distributed_rwlock
-	lockMgrType = "shield.lock"        // shield.lock()
+	kindMutex       = "shield.mutex"
+	kindSpinlock    = "shield.spinlock"
+	kindDistMutex   = "shield.distributed_mutex"
+	kindRead        = "shield.rwlock:read_lock"
+	kindWrite       = "shield.rwlock:write_lock"
+	kindDistRead    = "shield.distributed_rwlock:read_lock"
+	kindDistWrite   = "shield.distributed_rwlock:write_lock"
+	kindHandle      = "shield.lock_handle" // from shield.lock():acquire
+	rwlockType      = "shield.rwlock"
+	distRWLockType  = "shield.distributed_rwlock"
+	lockManagerType = "shield.lock"
 )
 
-// lockBinding registers the lock capability in one runtime and remembers
-// which of its lock objects hold or wait, to release them when it closes.
+// lockBinding is the lock capability of one runtime.
 type lockBinding struct {
-	rt     *Runtime
-	locks  *Locks
-	local  localImpl
-	dist   distImpl
-	mu     sync.Mutex
-	active map[*lockObj]struct{}
+	rt    *Runtime
+	locks *Locks
+	sess  *lock.Session
+	loop  *lockLoop
+	mts   map[string]*lua.LTable
+	// main holds the holds taken outside any task: released at Close (the
+	// others are released when their task ends).
+	main map[*lock.Hold]struct{}
 }
 
-// lockObj is one lock as scripts see it. It may be held by several tasks
-// over time (the owner is the calling task), so holds are kept per owner.
+// lockObj is one lock object as scripts see it.
 type lockObj struct {
-	b      *lockBinding
-	kind   string // "shield.mutex", ... for errors and tostring
-	name   string
-	mode   lock.Mode
-	impl   lockImpl
-	opts   lockOpts
+	l      *lock.Lock
+	kind   string
 	onLost *lua.LFunction
-
-	mu    sync.Mutex // holds are written by grant callbacks and the watchdog too
-	holds map[string]*hold
-	waits map[string]func() // pending acquires' cancel funcs, by owner
-}
-
-// hold is one owner's hold of a lock, with its watchdog.
-type hold struct {
-	count      int
-	token      int64
-	acquiredAt time.Time
-	ttl        time.Duration
-	lost       bool
-	stopped    bool // watchdog stopped (released or lost): never renews again
-	timer      *time.Timer
-	lastRenew  time.Time
 }
 
 func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 	L := rt.L
-	b := &lockBinding{rt: rt, locks: l, local: localImpl{m: l.Local}, active: map[*lockObj]struct{}{}}
-	dist := l.Dist
-	if l.Redlock != nil {
-		dist = l.Redlock
-	}
-	b.dist = distImpl{b: dist, gate: b.local, isInline: l.DistInline && l.Redlock == nil, run: rt.goWork}
-	rt.OnClose(b.closeAll)
+	loop := newLockLoop(rt)
+	b := &lockBinding{rt: rt, locks: l, sess: l.service(rt.log).NewSession(loop), loop: loop,
+		mts: map[string]*lua.LTable{}, main: map[*lock.Hold]struct{}{}}
+	rt.OnClose(b.close)
 	rt.locks = b
 
-	obj := L.NewTypeMetatable(lockObjType)
-	obj.RawSetString("__name", lua.LString(lockObjType))
-	methods := L.NewTable()
-	for _, m := range []struct {
-		name string
-		fn   lua.LGFunction
-	}{
-		{"acquire", b.acquire}, {"try_acquire", b.tryAcquire}, {"release", b.release},
-		{"extend", b.extend}, {"auto_extend", b.autoExtend},
-		{"owner", b.owner}, {"ttl", b.ttl}, {"info", b.info},
-		{"token", b.token}, {"lost", b.lost}, {"on_lost", b.setOnLost}, {"name", b.lockName},
-	} {
-		methods.RawSetString(m.name, rt.blocking(m.fn))
+	// l:with is the prelude's Lua helper (it may block); this Lua wrapper
+	// checks self first.
+	checkWith, err := L.Load(stringsReader("local check, with = ...\nreturn function(l, ...) check(l) return with(l, ...) end"),
+		shieldlua.ChunkPrefix+"lock_with.lua")
+	if err != nil {
+		panic(err)
 	}
-	methods.RawSetString("with", rt.with)
-	obj.RawSetString("__index", methods)
-	obj.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		lo := L.CheckUserData(1).Value.(*lockObj)
-		L.Push(lua.LString(fmt.Sprintf("%s(%q)", lo.kind, lo.name)))
-		return 1
-	}))
-
-	rw := L.NewTypeMetatable(rwlockType)
-	rw.RawSetString("__name", lua.LString(rwlockType))
-	rwMethods := L.NewTable()
-	rwMethods.RawSetString("read_lock", L.NewFunction(func(L *lua.LState) int { return b.rwSide(L, "read_lock") }))
-	rwMethods.RawSetString("write_lock", L.NewFunction(func(L *lua.LState) int { return b.rwSide(L, "write_lock") }))
-	rw.RawSetString("__index", rwMethods)
-
-	mgr := L.NewTypeMetatable(lockMgrType)
-	mgr.RawSetString("__name", lua.LString(lockMgrType))
+	for _, kind := range []string{kindMutex, kindSpinlock, kindDistMutex, kindRead, kindWrite, kindDistRead, kindDistWrite, kindHandle} {
+		mt := L.NewTable()
+		mt.RawSetString("__name", lua.LString(kind))
+		methods := L.NewTable()
+		for _, m := range []struct {
+			name string
+			fn   func(*lua.LState, *lockObj, args) int
+		}{
+			{"acquire", b.acquire}, {"try_acquire", b.tryAcquire}, {"release", b.release},
+			{"extend", b.extend}, {"auto_extend", b.autoExtend},
+			{"owner", b.owner}, {"ttl", b.ttl}, {"info", b.info},
+			{"token", b.token}, {"lost", b.lost}, {"on_lost", b.setOnLost}, {"name", b.lockName},
+		} {
+			fn, name, kind := m.fn, m.name, kind
+			methods.RawSetString(name, rt.blocking(func(L *lua.LState) int {
+				lo, a := b.self(L, kind, name)
+				return fn(L, lo, a)
+			}))
+		}
+		kind := kind
+		L.Push(checkWith)
+		L.Push(L.NewFunction(func(L *lua.LState) int { b.self(L, kind, "with"); return 0 }))
+		L.Push(rt.with)
+		L.Call(2, 1)
+		methods.RawSetString("with", L.Get(-1))
+		L.Pop(1)
+		mt.RawSetString("__index", methods)
+		mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
+			lo, _ := b.self(L, kind, "__tostring")
+			L.Push(lua.LString(fmt.Sprintf("%s(%q)", lo.kind, lo.l.Name())))
+			return 1
+		}))
+		b.mts[kind] = mt
+	}
+	for _, typ := range []string{rwlockType, distRWLockType} {
+		mt := L.NewTable()
+		mt.RawSetString("__name", lua.LString(typ))
+		methods := L.NewTable()
+		for _, side := range []string{"read_lock", "write_lock"} {
+			typ, side := typ, side
+			methods.RawSetString(side, L.NewFunction(func(L *lua.LState) int {
+				pair := argsOf(L, typ, side).self(1, typ).(*lua.LTable)
+				L.Push(pair.RawGetString(side))
+				return 1
+			}))
+		}
+		mt.RawSetString("__index", methods)
+		b.mts[typ] = mt
+	}
+	mgr := L.NewTable()
+	mgr.RawSetString("__name", lua.LString(lockManagerType))
 	mgrMethods := L.NewTable()
-	mgrMethods.RawSetString("acquire", rt.blocking(b.mgrAcquire))
-	mgrMethods.RawSetString("try_acquire", rt.blocking(b.mgrTryAcquire))
+	mgrMethods.RawSetString("acquire", rt.blocking(func(L *lua.LState) int { return b.mgr(L, "acquire") }))
+	mgrMethods.RawSetString("try_acquire", rt.blocking(func(L *lua.LState) int { return b.mgr(L, "try_acquire") }))
 	mgr.RawSetString("__index", mgrMethods)
 	mgrUD := L.NewUserData()
+	mgrUD.Value = b
 	mgrUD.Metatable = mgr
 
-	// Read-write locks never use Redlock (it has no shared mode).
-	distRW := distImpl{b: l.Dist, gate: b.local, isInline: l.DistInline, run: rt.goWork}
-	lib.RawSetString("mutex", L.NewFunction(func(L *lua.LState) int { return b.newLock(L, "shield.mutex", b.local, false, false) }))
-	lib.RawSetString("spinlock", L.NewFunction(func(L *lua.LState) int { return b.newLock(L, "shield.spinlock", b.local, false, true) }))
-	lib.RawSetString("rwlock", L.NewFunction(func(L *lua.LState) int { return b.newRW(L, "shield.rwlock", b.local, false) }))
-	lib.RawSetString("distributed_mutex", L.NewFunction(func(L *lua.LState) int {
-		return b.newLock(L, "shield.distributed_mutex", b.dist, true, false)
-	}))
-	lib.RawSetString("distributed_rwlock", L.NewFunction(func(L *lua.LState) int { return b.newRW(L, "shield.distributed_rwlock", distRW, true) }))
+	lib.RawSetString("mutex", L.NewFunction(func(L *lua.LState) int { return b.newLock(L, kindMutex, lock.InProcess, false) }))
+	lib.RawSetString("spinlock", L.NewFunction(func(L *lua.LState) int { return b.newLock(L, kindSpinlock, lock.InProcess, true) }))
+	lib.RawSetString("distributed_mutex", L.NewFunction(func(L *lua.LState) int { return b.newLock(L, kindDistMutex, lock.Distributed, false) }))
+	lib.RawSetString("rwlock", L.NewFunction(func(L *lua.LState) int { return b.newRW(L, rwlockType, lock.InProcess) }))
+	lib.RawSetString("distributed_rwlock", L.NewFunction(func(L *lua.LState) int { return b.newRW(L, distRWLockType, lock.Distributed) }))
 	lib.RawSetString("lock", L.NewFunction(func(L *lua.LState) int { L.Push(mgrUD); return 1 }))
 }
 
-// ---- construction and options
+// ---- construction
 
-var lockOptionNames = []string{"ttl", "retry", "max_retries", "reentrant", "wait", "fair", "auto_extend", "extend_interval", "on_lost"}
-
-// parseOpts reads an options table at n (optional). Distributed locks take
-// the lock config's defaults; in-process locks have no ttl and no watchdog
-// unless asked.
-func (b *lockBinding) parseOpts(a args, n int, distributed bool) (lockOpts, *lua.LFunction) {
-	c := b.locks.Config
-	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
-	o := lockOpts{retry: ms(c.Retry), maxRetries: c.MaxRetries, reentrant: c.Reentrant, interval: ms(c.AutoExtend.Interval)}
-	if distributed {
-		o.ttl, o.fair, o.autoExtend = ms(c.DefaultTTL), c.Fair.Enabled, c.AutoExtend.Enabled
-	}
-	var onLost *lua.LFunction
-	if a.L.Get(n) == lua.LNil {
-		return o, nil
-	}
-	t := a.table(n)
-	bad := func(msg string, v ...any) { a.bad(n, fmt.Sprintf(msg, v...)) }
-	num := func(key string, v lua.LValue, min float64) float64 {
-		f, ok := v.(lua.LNumber)
-		if !ok {
-			bad("option %s: number expected, got %s", key, v.Type())
+// makeObj builds a lock object of kind; a bad option raises an argument
+// error at n.
+func (b *lockBinding) makeObj(a args, n int, kind, name string, mode lock.Mode, scope lock.Scope, spin bool, g lock.Given, onLost *lua.LFunction) *lua.LUserData {
+	l, err := b.sess.NewLock(lock.Spec{Name: name, Mode: mode, Scope: scope, Spin: spin, Given: g})
+	if err != nil {
+		if oe, ok := lock.IsOptionError(err); ok {
+			a.bad(n, oe.Msg)
 		}
-		if float64(f) < min || f != f || float64(f) > 1e15 {
-			bad("option %s must be >= %v, got %v", key, min, f)
-		}
-		return float64(f)
+		a.fail("%s", err.Error())
 	}
-	boolean := func(key string, v lua.LValue) bool {
-		bv, ok := v.(lua.LBool)
-		if !ok {
-			bad("option %s: boolean expected, got %s", key, v.Type())
-		}
-		return bool(bv)
+	lo := &lockObj{l: l, kind: kind}
+	if onLost != nil {
+		b.setLost(lo, onLost)
 	}
-	ttlSet := false
-	t.ForEach(func(k, v lua.LValue) {
-		key, _ := k.(lua.LString)
-		switch string(key) {
-		case "ttl":
-			o.ttl, ttlSet = time.Duration(num("ttl", v, 1))*time.Millisecond, true
-		case "retry":
-			o.retry = time.Duration(num("retry", v, 1)) * time.Millisecond
-		case "max_retries":
-			o.maxRetries = int(num("max_retries", v, 0))
-		case "reentrant":
-			o.reentrant = boolean("reentrant", v)
-		case "wait":
-			o.wait = time.Duration(num("wait", v, 0)) * time.Millisecond
-		case "fair":
-			o.fair = boolean("fair", v)
-		case "auto_extend":
-			o.autoExtend = boolean("auto_extend", v)
-		case "extend_interval":
-			o.interval = time.Duration(num("extend_interval", v, 1)) * time.Millisecond
-		case "on_lost":
-			f, ok := v.(*lua.LFunction)
-			if !ok {
-				bad("option on_lost: function expected, got %s", v.Type())
-			}
-			onLost = f
-		default:
-			bad("unknown option %q (known: %s)", k.String(), strings.Join(lockOptionNames, ", "))
-		}
-	})
-	if max := ms(c.MaxTTL); o.ttl > max {
-		bad("ttl %d exceeds lock.max_ttl (%d)", o.ttl.Milliseconds(), max.Milliseconds())
-	}
-	if o.autoExtend && o.ttl == 0 {
-		bad("auto_extend needs a ttl")
-	}
-	if o.autoExtend && o.interval >= o.ttl {
-		if ttlSet && distributed && o.ttl > 3*time.Millisecond {
-			o.interval = o.ttl / 3 // a short custom ttl: renew three times per lease
-		} else {
-			bad("extend_interval (%d) must be shorter than ttl (%d)", o.interval.Milliseconds(), o.ttl.Milliseconds())
-		}
-	}
-	return o, onLost
-}
-
-func (b *lockBinding) makeObj(L *lua.LState, kind, name string, mode lock.Mode, impl lockImpl, o lockOpts, onLost *lua.LFunction) *lua.LUserData {
-	lo := &lockObj{b: b, kind: kind, name: name, mode: mode, impl: impl, opts: o, onLost: onLost,
-		holds: map[string]*hold{}, waits: map[string]func(){}}
-	ud := L.NewUserData()
+	ud := a.L.NewUserData()
 	ud.Value = lo
-	ud.Metatable = L.GetTypeMetatable(lockObjType)
+	ud.Metatable = b.mts[kind]
 	return ud
 }
 
 // shield.mutex(name [, opts]), shield.spinlock, shield.distributed_mutex.
-func (b *lockBinding) newLock(L *lua.LState, kind string, impl lockImpl, distributed, spin bool) int {
+func (b *lockBinding) newLock(L *lua.LState, kind string, scope lock.Scope, spin bool) int {
 	a := argsOf(L, "shield", kind[len("shield."):])
 	name := a.key(1)
-	o, onLost := b.parseOpts(a, 2, distributed)
-	o.spin = spin
-	L.Push(b.makeObj(L, kind, name, lock.Exclusive, impl, o, onLost))
+	g, onLost := lockOptions(a, 2)
+	L.Push(b.makeObj(a, 2, kind, name, lock.Exclusive, scope, spin, g, onLost))
 	return 1
 }
 
 // shield.rwlock(name [, opts]) / shield.distributed_rwlock: an object whose
 // read_lock() and write_lock() are the two sides of one lock.
-func (b *lockBinding) newRW(L *lua.LState, kind string, impl lockImpl, distributed bool) int {
-	a := argsOf(L, "shield", kind[len("shield."):])
+func (b *lockBinding) newRW(L *lua.LState, typ string, scope lock.Scope) int {
+	a := argsOf(L, "shield", typ[len("shield."):])
 	name := a.key(1)
-	o, onLost := b.parseOpts(a, 2, distributed)
+	g, onLost := lockOptions(a, 2)
 	pair := L.NewTable()
-	pair.RawSetString("read_lock", b.makeObj(L, kind+":read_lock", name, lock.Shared, impl, o, onLost))
-	pair.RawSetString("write_lock", b.makeObj(L, kind+":write_lock", name, lock.Exclusive, impl, o, onLost))
+	pair.RawSetString("read_lock", b.makeObj(a, 2, typ+":read_lock", name, lock.Shared, scope, false, g, onLost))
+	pair.RawSetString("write_lock", b.makeObj(a, 2, typ+":write_lock", name, lock.Exclusive, scope, false, g, onLost))
 	ud := L.NewUserData()
 	ud.Value = pair
-	ud.Metatable = L.GetTypeMetatable(rwlockType)
+	ud.Metatable = b.mts[typ]
 	L.Push(ud)
 	return 1
 }
 
-func (b *lockBinding) rwSide(L *lua.LState, side string) int {
-	pair := argsOf(L, rwlockType, side).self(1, rwlockType).(*lua.LTable)
-	L.Push(pair.RawGetString(side))
-	return 1
-}
-
-func (b *lockBinding) self(L *lua.LState, fn string) (*lockObj, args) {
-	a := argsOf(L, lockObjType, fn)
-	lo := a.self(1, lockObjType).(*lockObj)
-	a.lib = lo.kind
+// self checks that argument 1 is a lock object of kind.
+func (b *lockBinding) self(L *lua.LState, kind, fn string) (*lockObj, args) {
+	a := argsOf(L, kind, fn)
+	lo, ok := a.self(1, kind).(*lockObj)
+	if !ok {
+		a.bad(1, kind+" expected, got "+a.got(1))
+	}
 	return lo, a
 }
 
-// ---- holds
-
-func (lo *lockObj) hold(owner string) *hold {
-	lo.mu.Lock()
-	defer lo.mu.Unlock()
-	return lo.holds[owner]
+// ownerOf is the owner of the task running L (typed; built from its cached
+// owner string).
+func (b *lockBinding) ownerOf(L *lua.LState) lock.Owner {
+	o, _ := lock.ParseOwner(b.rt.OwnerID(L))
+	return o
 }
 
-// granted records an acquire. Any goroutine (grant callbacks).
-func (lo *lockObj) granted(owner string, g grant) {
-	lo.mu.Lock()
-	h := lo.holds[owner]
-	if h == nil {
-		h = &hold{token: g.token, acquiredAt: g.acquiredAt, ttl: g.ttl, lastRenew: time.Now()}
-		lo.holds[owner] = h
-	}
-	h.count = max(g.count, 1)
-	if g.token != 0 {
-		h.token = g.token
-	}
-	lo.mu.Unlock()
-	lo.b.mu.Lock()
-	lo.b.active[lo] = struct{}{}
-	lo.b.mu.Unlock()
-}
+// ---- the blocking protocol
 
-// drop forgets owner's hold and stops its watchdog.
-func (lo *lockObj) drop(owner string) {
-	lo.mu.Lock()
-	if h := lo.holds[owner]; h != nil {
-		h.stopped = true
-		if h.timer != nil {
-			h.timer.Stop()
-		}
-		delete(lo.holds, owner)
-	}
-	lo.mu.Unlock()
-	lo.settle()
-}
-
-// settle takes the object off the runtime's active set once nothing is held
-// or awaited, so objects made per request do not accumulate.
-func (lo *lockObj) settle() {
-	lo.mu.Lock()
-	idle := len(lo.holds) == 0 && len(lo.waits) == 0
-	lo.mu.Unlock()
-	if idle {
-		lo.b.mu.Lock()
-		delete(lo.b.active, lo)
-		lo.b.mu.Unlock()
-	}
-}
-
-// ---- the watchdog
-
-// watch starts renewing owner's hold every interval while it is held by
-// this owner. Renewal stops at release and never resumes after it.
-func (lo *lockObj) watch(owner string) {
-	lo.mu.Lock()
-	defer lo.mu.Unlock()
-	h := lo.holds[owner]
-	if h == nil || !lo.opts.autoExtend || h.ttl <= 0 || h.timer != nil || h.stopped {
-		return
-	}
-	h.lastRenew = time.Now()
-	h.timer = time.AfterFunc(lo.opts.interval, func() { lo.renew(owner, h) })
-}
-
-func (lo *lockObj) unwatch(owner string) {
-	lo.mu.Lock()
-	defer lo.mu.Unlock()
-	if h := lo.holds[owner]; h != nil && h.timer != nil {
-		h.timer.Stop()
-		h.timer = nil
-	}
-}
-
-// renew runs on the timer's goroutine. A renewal that finds the lock gone,
-// or that keeps failing until the lease must have run out, marks it lost.
-func (lo *lockObj) renew(owner string, h *hold) {
-	lo.mu.Lock()
-	if h.stopped {
-		lo.mu.Unlock()
-		return
-	}
-	ttl, interval := h.ttl, lo.opts.interval
-	lo.mu.Unlock()
-	ctx, cancel := context.WithTimeout(lo.b.rt.ctx, interval)
-	err := lo.impl.extend(ctx, lo.name, owner, lo.mode, ttl)
-	cancel()
-	lo.mu.Lock()
-	defer lo.mu.Unlock()
-	if h.stopped {
-		return
-	}
-	now := time.Now()
-	switch {
-	case err == nil:
-		h.lastRenew = now
-		h.timer.Reset(interval)
-	case errors.Is(err, errNotHeld) || now.Sub(h.lastRenew) >= ttl:
-		h.lost, h.stopped = true, true
-		reason := "the lock was taken over or expired"
-		if !errors.Is(err, errNotHeld) {
-			reason = "renewals failed until the lease ran out: " + err.Error()
-		}
-		lo.b.rt.Post(func() { lo.fireLost(owner, reason) })
-	default: // Redis trouble: try again soon, the lease may still be ours
-		h.timer.Reset(min(interval, time.Second))
-	}
-}
-
-func (lo *lockObj) fireLost(owner, reason string) {
-	lo.b.rt.log.Warn("shield: lock lost", "lock", lo.name, "kind", lo.kind, "owner", owner, "reason", reason)
-	if lo.onLost != nil {
-		lo.b.rt.Spawn("on_lost "+lo.name, lo.onLost, []lua.LValue{lua.LString(lo.name), lua.LString(reason)}, func(err error) {
-			if err != nil {
-				lo.b.rt.callbackFailed("on_lost", lo.name, err)
+// suspend is Runtime.Suspend for lock calls, which start starts; it returns
+// a function that gives the call up (nil: it cannot be given up). Outside
+// any task the loop waits in the call, working off the session's posts
+// itself. Where a task cannot yield (a metamethod, an iterator, ...) a call
+// that completes at once — any in-process lock that is free — still works;
+// one that would wait is given up and raises.
+func (b *lockBinding) suspend(L *lua.LState, name string, start func(complete func(Result)) (cancel func())) int {
+	switch b.rt.callMode(L) {
+	case modeSync:
+		return b.rt.Suspend(L, name, func(complete func(Result)) {
+			b.loop.pump(func(finished func()) {
+				start(func(r Result) { finished(); complete(r) })
+			})
+		})
+	case modeForbidden:
+		var res Result
+		cancel := start(func(r Result) {
+			if res == nil {
+				res = r
 			}
 		})
+		if res == nil {
+			if cancel != nil {
+				cancel()
+			}
+			b.rt.refuseBlock(L, name)
+		}
+		return b.rt.returnResult(L, name, res)
 	}
+	return b.rt.Suspend(L, name, func(complete func(Result)) { start(complete) })
 }
 
-// ---- methods
+// held takes a new hold into the runtime's care: it is released when its
+// task ends (or, outside tasks, when the runtime closes). Loop only.
+func (b *lockBinding) held(task *Task, h *lock.Hold) {
+	if task == nil {
+		b.main[h] = struct{}{}
+		return
+	}
+	name := task.Name
+	b.rt.OnTaskEnd(task, h, func() { h.Abandon(name) })
+}
+
+// over takes an ended hold out of the runtime's care. A lost hold's record
+// stays until its task ends (lost() keeps answering true).
+func (b *lockBinding) over(task *Task, h *lock.Hold) {
+	if !h.Released() {
+		return
+	}
+	delete(b.main, h)
+	if task != nil && !h.Lost() {
+		b.rt.ForgetTaskEnd(task, h)
+	}
+}
 
 func resultPair(ok bool, reason string) []lua.LValue {
 	if ok {
@@ -384,360 +262,330 @@ func resultPair(ok bool, reason string) []lua.LValue {
 	return []lua.LValue{lua.LFalse, lua.LString(reason)}
 }
 
-// acquireTimeout reads acquire's optional timeout (ms); nil uses opts.wait.
-func acquireTimeout(a args, lo *lockObj, n int) time.Duration {
-	if a.L.Get(n) == lua.LNil {
-		return lo.opts.wait
+// waitOption is the object's wait option as a timeout (0: forever).
+func waitOption(lo *lockObj) time.Duration {
+	if w := lo.l.Settings().Wait; w > 0 {
+		return w
 	}
-	v := a.num(n)
-	if v < 0 || v != v {
-		a.bad(n, "timeout must be >= 0 milliseconds")
-	}
-	return time.Duration(v) * time.Millisecond
+	return lock.WaitForever
 }
 
-// start acquires for owner: inline at once when possible, else the task
-// waits; result turns the outcome into Lua values on the loop.
-func (lo *lockObj) start(L *lua.LState, a args, owner string, timeout time.Duration, tryOnly bool, result func(ok bool, reason string) []lua.LValue) int {
-	rt := lo.b.rt
-	if h := lo.hold(owner); h != nil && !lo.opts.reentrant {
-		a.fail("%q is already held by this task and is not reentrant", lo.name)
+// acquireTimeout reads acquire's optional timeout (ms); nil uses the
+// object's wait option.
+func acquireTimeout(a args, lo *lockObj, n int) time.Duration {
+	if a.L.Get(n) == lua.LNil {
+		return waitOption(lo)
 	}
-	if lo.impl.inline() {
-		g, ok, err := lo.impl.try(rt.ctx, lo.name, owner, lo.mode, lo.opts)
-		if err != nil {
-			a.fail("%s", err.Error())
-		}
-		if ok || tryOnly {
-			if ok {
-				lo.granted(owner, g)
-				lo.watch(owner)
-			}
-			return pushAll(L, result(ok, "timeout"))
-		}
+	v := a.num(n)
+	if v < 0 || v != v || math.IsInf(v, 0) || v > maxMillis {
+		a.bad(n, "timeout must be >= 0 milliseconds, got "+numberText(v))
 	}
-	name := lo.kind + ":" + a.fn
-	if tryOnly {
-		return rt.Await(L, name, func(ctx context.Context) (any, error) {
-			g, ok, err := lo.impl.try(ctx, lo.name, owner, lo.mode, lo.opts)
-			if ok {
-				lo.granted(owner, g)
-			}
-			return ok, err
-		}, func(_ *lua.LState, v any) []lua.LValue {
-			if v.(bool) {
-				lo.watch(owner)
-			}
-			return result(v.(bool), "timeout")
-		})
+	if v == 0 {
+		return lock.TryOnce
 	}
-	return rt.Suspend(L, name, func(complete func(Result)) {
-		cancel := lo.impl.wait(rt.ctx, lo.name, owner, lo.mode, lo.opts, timeout, func(g grant, err error) {
+	return time.Duration(math.Ceil(v)) * time.Millisecond
+}
+
+// start acquires lo for the running task; result turns the outcome into
+// Lua values.
+func (b *lockBinding) start(L *lua.LState, lo *lockObj, a args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) int {
+	owner := b.ownerOf(L)
+	task := b.rt.CurrentTask(L)
+	return b.suspend(L, lo.kind+":"+a.fn, func(complete func(Result)) func() {
+		key := new(byte)
+		settled := false
+		cancel := lo.l.Acquire(owner, timeout, func(h *lock.Hold, err error) {
+			settled = true
+			if task != nil {
+				b.rt.ForgetTaskEnd(task, key)
+			}
 			if err == nil {
-				lo.granted(owner, g)
+				b.held(task, h)
 			}
 			complete(func() ([]lua.LValue, error) {
-				lo.mu.Lock()
-				delete(lo.waits, owner)
-				lo.mu.Unlock()
-				defer lo.settle()
 				switch {
 				case err == nil:
-					lo.watch(owner)
 					return result(true, ""), nil
-				case errors.Is(err, errTimeout):
+				case errors.Is(err, lock.ErrTimeout):
 					return result(false, "timeout"), nil
 				}
-				return nil, err
+				return nil, lockError(lo, err)
 			})
 		})
-		lo.mu.Lock()
-		lo.waits[owner] = cancel
-		lo.mu.Unlock()
-		lo.b.mu.Lock()
-		lo.b.active[lo] = struct{}{}
-		lo.b.mu.Unlock()
+		if !settled && task != nil {
+			// A task that ends while it waits gives the wait up.
+			b.rt.OnTaskEnd(task, key, cancel)
+		}
+		return cancel
 	})
 }
 
-// l:acquire([timeout_ms]) -> true | false, "timeout". Waits (the task
-// yields) until granted; FIFO among waiters.
-func (b *lockBinding) acquire(L *lua.LState) int {
-	lo, a := b.self(L, "acquire")
-	timeout := acquireTimeout(a, lo, 2)
-	tryOnly := timeout == 0 && L.Get(2) != lua.LNil // acquire(0): one attempt
-	return lo.start(L, a, b.rt.OwnerID(L), timeout, tryOnly, resultPair)
+// lockError words the errors a lock call raises.
+func lockError(lo *lockObj, err error) error {
+	switch {
+	case errors.Is(err, lock.ErrReentry):
+		return fmt.Errorf("%q is already held by this task and is not reentrant (it would wait for itself)", lo.l.Name())
+	case errors.Is(err, lock.ErrUpgrade):
+		return errors.New("cannot upgrade a read lock to a write lock: release the read lock first")
+	case errors.Is(err, lock.ErrClosed):
+		return errClosing
+	}
+	var st *lock.StalledError
+	if errors.As(err, &st) {
+		return fmt.Errorf("Redis did not answer for %v, within the acquire timeout of %v: %q not obtained (if the attempt still succeeds, the lock is released)",
+			st.Waited, st.Timeout, st.Name)
+	}
+	return err
 }
 
-// l:try_acquire() -> true | false: never waits.
-func (b *lockBinding) tryAcquire(L *lua.LState) int {
-	lo, a := b.self(L, "try_acquire")
-	return lo.start(L, a, b.rt.OwnerID(L), 0, true, func(ok bool, _ string) []lua.LValue { return []lua.LValue{lua.LBool(ok)} })
+// l:acquire([timeout_ms]) -> true | false, "timeout". Waits (the task
+// yields) until granted; acquire(0) makes one attempt.
+func (b *lockBinding) acquire(L *lua.LState, lo *lockObj, a args) int {
+	return b.start(L, lo, a, acquireTimeout(a, lo, 2), resultPair)
+}
+
+// l:try_acquire() -> true | false: one attempt, never waits.
+func (b *lockBinding) tryAcquire(L *lua.LState, lo *lockObj, a args) int {
+	return b.start(L, lo, a, lock.TryOnce, func(ok bool, _ string) []lua.LValue { return []lua.LValue{lua.LBool(ok)} })
 }
 
 // l:release() -> true | false, "not_held" | "lost". A re-entrant hold is
 // released when its count reaches zero.
-func (b *lockBinding) release(L *lua.LState) int {
-	lo, a := b.self(L, "release")
-	owner := b.rt.OwnerID(L)
-	h := lo.hold(owner)
+func (b *lockBinding) release(L *lua.LState, lo *lockObj, a args) int {
+	h := lo.l.Hold(b.ownerOf(L))
 	if h == nil {
 		return pushAll(L, resultPair(false, "not_held"))
 	}
-	// A lost hold is still released through the backend: that frees the
-	// process-local gate (and the lock, if the lease was only presumed lost).
-	lo.mu.Lock()
-	lost := h.lost
-	lo.mu.Unlock()
-	type rel struct {
-		remaining int
-		notHeld   bool
-	}
-	return lo.call(L, a, func(ctx context.Context) (any, error) {
-		n, err := lo.impl.release(ctx, lo.name, owner, lo.mode)
-		if err != nil && !errors.Is(err, errNotHeld) {
-			return nil, err
-		}
-		return rel{n, err != nil}, nil
-	}, func(_ *lua.LState, v any) []lua.LValue {
-		r := v.(rel)
-		switch {
-		case lost || r.notHeld:
-			lo.drop(owner)
-			return resultPair(false, "lost")
-		case r.remaining <= 0:
-			lo.drop(owner)
-		default:
-			lo.mu.Lock()
-			h.count = r.remaining
-			lo.mu.Unlock()
-		}
-		return resultPair(true, "")
+	task := b.rt.CurrentTask(L)
+	return b.suspend(L, lo.kind+":release", func(complete func(Result)) func() {
+		h.Release(func(_ int, err error) {
+			b.over(task, h)
+			complete(func() ([]lua.LValue, error) {
+				switch {
+				case err == nil:
+					return resultPair(true, ""), nil
+				case errors.Is(err, lock.ErrLost):
+					return resultPair(false, "lost"), nil
+				case errors.Is(err, lock.ErrNotHeld):
+					return resultPair(false, "not_held"), nil
+				}
+				return nil, err
+			})
+		})
+		return nil
 	})
 }
 
-// call runs work inline or off the loop depending on the lock's backend.
-func (lo *lockObj) call(L *lua.LState, a args, work func(ctx context.Context) (any, error), convert func(*lua.LState, any) []lua.LValue) int {
-	return lo.b.rt.AwaitInline(L, lo.kind+":"+a.fn, lo.impl.inline(), work, convert)
-}
-
-// l:extend(ms) -> true | false, "not_held": resets the lease to ms.
-func (b *lockBinding) extend(L *lua.LState) int {
-	lo, a := b.self(L, "extend")
-	ttl := time.Duration(a.optMillis(2, "ttl")) * time.Millisecond
-	if ttl == 0 {
+// l:extend(ms) -> true | false, "not_held" | "lost": resets the lease to ms.
+func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a args) int {
+	if L.Get(2) == lua.LNil {
 		a.typeError(2, "number")
 	}
+	ttl := lockMillis(a, 2, "ttl")
 	if max := time.Duration(b.locks.Config.MaxTTL) * time.Millisecond; ttl > max {
 		a.bad(2, fmt.Sprintf("ttl %d exceeds lock.max_ttl (%d)", ttl.Milliseconds(), max.Milliseconds()))
 	}
-	owner := b.rt.OwnerID(L)
-	if lo.hold(owner) == nil {
+	h := lo.l.Hold(b.ownerOf(L))
+	if h == nil {
 		return pushAll(L, resultPair(false, "not_held"))
 	}
-	return lo.call(L, a, func(ctx context.Context) (any, error) {
-		err := lo.impl.extend(ctx, lo.name, owner, lo.mode, ttl)
-		if errors.Is(err, errNotHeld) {
-			return false, nil
-		}
-		return err == nil, err
-	}, func(_ *lua.LState, v any) []lua.LValue {
-		if !v.(bool) {
-			return resultPair(false, "not_held")
-		}
-		lo.mu.Lock()
-		if h := lo.holds[owner]; h != nil {
-			h.ttl, h.lastRenew = ttl, time.Now()
-		}
-		lo.mu.Unlock()
-		return resultPair(true, "")
+	return b.suspend(L, lo.kind+":extend", func(complete func(Result)) func() {
+		h.Refresh(ttl, func(err error) {
+			complete(func() ([]lua.LValue, error) {
+				switch {
+				case err == nil:
+					return resultPair(true, ""), nil
+				case errors.Is(err, lock.ErrLost):
+					return resultPair(false, "lost"), nil
+				case errors.Is(err, lock.ErrNotHeld):
+					return resultPair(false, "not_held"), nil
+				}
+				return nil, err
+			})
+		})
+		return nil
 	})
 }
 
 // l:auto_extend(enabled [, interval_ms]): the watchdog renews the lease
-// every interval while this task holds the lock.
-func (b *lockBinding) autoExtend(L *lua.LState) int {
-	lo, a := b.self(L, "auto_extend")
+// every interval while this task holds the lock (and for later holds taken
+// through this object).
+func (b *lockBinding) autoExtend(L *lua.LState, lo *lockObj, a args) int {
 	if _, ok := L.Get(2).(lua.LBool); !ok {
 		a.typeError(2, "boolean")
 	}
 	on := L.ToBool(2)
-	owner := b.rt.OwnerID(L)
-	if iv := a.optMillis(3, "interval"); iv > 0 {
-		lo.opts.interval = time.Duration(iv) * time.Millisecond
+	interval := lockMillis(a, 3, "interval")
+	raise := func(err error) {
+		if oe, ok := lock.IsOptionError(err); ok && oe.Option == "interval" {
+			a.bad(3, oe.Msg)
+		}
+		a.fail("%s", err.Error())
 	}
-	if on {
-		h := lo.hold(owner)
-		ttl := lo.opts.ttl
-		if h != nil {
-			ttl = h.ttl
+	h := lo.l.Hold(b.ownerOf(L))
+	if h != nil {
+		if err := h.AutoExtend(on, interval); err != nil {
+			raise(err)
 		}
-		if ttl <= 0 {
-			a.fail("auto_extend needs a lock with a ttl")
-		}
-		if lo.opts.interval >= ttl {
-			a.bad(3, fmt.Sprintf("interval (%d) must be shorter than the ttl (%d)", lo.opts.interval.Milliseconds(), ttl.Milliseconds()))
-		}
+		_ = lo.l.SetAutoExtend(on, interval) // later holds too, where the object's ttl allows
+		return 0
 	}
-	lo.opts.autoExtend = on
-	if on {
-		lo.watch(owner)
-	} else {
-		lo.unwatch(owner)
+	if err := lo.l.SetAutoExtend(on, interval); err != nil {
+		raise(err)
 	}
 	return 0
 }
 
-func (lo *lockObj) holders(L *lua.LState, a args, convert func(*lua.LState, holderInfo, bool) []lua.LValue) int {
-	type res struct {
-		hi holderInfo
-		ok bool
-	}
-	return lo.call(L, a, func(ctx context.Context) (any, error) {
-		hi, ok, err := lo.impl.info(ctx, lo.name, lo.mode)
-		return res{hi, ok}, err
-	}, func(L *lua.LState, v any) []lua.LValue {
-		r := v.(res)
-		return convert(L, r.hi, r.ok)
+// info runs the lock's info operation and converts its result.
+func (b *lockBinding) infoCall(L *lua.LState, lo *lockObj, a args, convert func(*lua.LState, lock.Info) []lua.LValue) int {
+	return Run(b.rt, L, lo.kind+":"+a.fn, lo.l.InfoOp(), func(L *lua.LState, info lock.Info) []lua.LValue {
+		if !info.Held || len(info.Owners) == 0 {
+			return []lua.LValue{lua.LNil}
+		}
+		return convert(L, info)
 	})
 }
 
-// ownerTable splits "node_id:service_id:thread_id" into the 锁信息 owner table.
+// ownerTable is the 锁信息 owner table of an owner string, read from the
+// right (node ids may contain ':').
 func (b *lockBinding) ownerTable(L *lua.LState, owner string) *lua.LTable {
 	t := L.NewTable()
-	parts := strings.SplitN(owner, ":", 3)
-	for len(parts) < 3 {
-		parts = append(parts, "")
+	o, ok := lock.ParseOwner(owner)
+	t.RawSetString("node_id", lua.LString(o.NodeID))
+	if ok {
+		t.RawSetString("service_id", lua.LNumber(o.ServiceID))
 	}
-	t.RawSetString("node_id", lua.LString(parts[0]))
-	if id, err := strconv.ParseInt(parts[1], 10, 64); err == nil {
-		t.RawSetString("service_id", lua.LNumber(id))
-	} else {
-		t.RawSetString("service_id", lua.LString(parts[1]))
+	me := b.rt.svc.Owner
+	if ok && o.NodeID == me.NodeID && o.ServiceID == me.ServiceID {
+		t.RawSetString("service_name", lua.LString(me.ServiceName))
 	}
-	o := b.rt.svc.Owner
-	if parts[0] == o.NodeID && parts[1] == strconv.FormatInt(o.ServiceID, 10) {
-		t.RawSetString("service_name", lua.LString(o.ServiceName))
-	}
-	t.RawSetString("thread_id", lua.LString(parts[2]))
+	t.RawSetString("thread_id", lua.LString(o.Thread))
 	return t
 }
 
 // l:owner() -> {node_id, service_id, service_name, thread_id} of the holder, or nil.
-func (b *lockBinding) owner(L *lua.LState) int {
-	lo, a := b.self(L, "owner")
-	return lo.holders(L, a, func(L *lua.LState, hi holderInfo, ok bool) []lua.LValue {
-		if !ok {
-			return []lua.LValue{lua.LNil}
-		}
-		return []lua.LValue{b.ownerTable(L, hi.owners[0])}
+func (b *lockBinding) owner(L *lua.LState, lo *lockObj, a args) int {
+	return b.infoCall(L, lo, a, func(L *lua.LState, info lock.Info) []lua.LValue {
+		return []lua.LValue{b.ownerTable(L, info.Owners[0].Owner)}
 	})
 }
 
+func ttlValue(d time.Duration) lua.LValue {
+	if d < 0 {
+		return lua.LNumber(-1)
+	}
+	return lua.LNumber(d.Milliseconds())
+}
+
 // l:ttl() -> remaining lease in ms (-1: no expiry), or nil when free.
-func (b *lockBinding) ttl(L *lua.LState) int {
-	lo, a := b.self(L, "ttl")
-	return lo.holders(L, a, func(L *lua.LState, hi holderInfo, ok bool) []lua.LValue {
-		if !ok {
-			return []lua.LValue{lua.LNil}
-		}
-		if hi.ttl < 0 {
-			return []lua.LValue{lua.LNumber(-1)}
-		}
-		return []lua.LValue{lua.LNumber(hi.ttl.Milliseconds())}
-	})
+func (b *lockBinding) ttl(L *lua.LState, lo *lockObj, a args) int {
+	return b.infoCall(L, lo, a, func(L *lua.LState, info lock.Info) []lua.LValue { return []lua.LValue{ttlValue(info.TTL)} })
 }
 
 // l:info() -> the 锁信息 table {key, owner, acquired_at, ttl, reentrant_count,
 // token, owners}, or nil when the lock is free.
-func (b *lockBinding) info(L *lua.LState) int {
-	lo, a := b.self(L, "info")
-	return lo.holders(L, a, func(L *lua.LState, hi holderInfo, ok bool) []lua.LValue {
-		if !ok {
-			return []lua.LValue{lua.LNil}
-		}
+func (b *lockBinding) info(L *lua.LState, lo *lockObj, a args) int {
+	return b.infoCall(L, lo, a, func(L *lua.LState, info lock.Info) []lua.LValue {
 		t := L.NewTable()
-		t.RawSetString("key", lua.LString(lo.name))
-		t.RawSetString("owner", b.ownerTable(L, hi.owners[0]))
-		t.RawSetString("acquired_at", lua.LNumber(hi.acquiredAt.UnixMilli()))
-		ttl := lua.LNumber(-1)
-		if hi.ttl >= 0 {
-			ttl = lua.LNumber(hi.ttl.Milliseconds())
+		t.RawSetString("key", lua.LString(lo.l.Name()))
+		t.RawSetString("owner", b.ownerTable(L, info.Owners[0].Owner))
+		t.RawSetString("acquired_at", lua.LNumber(info.AcquiredAt.UnixMilli()))
+		t.RawSetString("ttl", ttlValue(info.TTL))
+		count := 0
+		owners := make([]string, 0, len(info.Owners))
+		for _, o := range info.Owners {
+			count += o.Count
+			owners = append(owners, o.Owner)
 		}
-		t.RawSetString("ttl", ttl)
-		t.RawSetString("reentrant_count", lua.LNumber(hi.count))
-		if hi.token != 0 {
-			t.RawSetString("token", lua.LNumber(hi.token))
+		t.RawSetString("reentrant_count", lua.LNumber(count))
+		if info.Token != 0 {
+			t.RawSetString("token", lua.LNumber(info.Token))
 		}
-		owners := L.NewTable()
-		sorted := append([]string(nil), hi.owners...)
-		sort.Strings(sorted)
-		for _, o := range sorted {
-			owners.Append(lua.LString(o))
+		sort.Strings(owners)
+		list := L.NewTable()
+		for _, o := range owners {
+			list.Append(lua.LString(o))
 		}
-		t.RawSetString("owners", owners)
+		t.RawSetString("owners", list)
 		return []lua.LValue{t}
 	})
 }
 
 // l:token() -> the fencing token of this task's hold (distributed locks), or nil.
-func (b *lockBinding) token(L *lua.LState) int {
-	lo, _ := b.self(L, "token")
-	if h := lo.hold(b.rt.OwnerID(L)); h != nil && h.token != 0 {
-		L.Push(lua.LNumber(h.token))
+func (b *lockBinding) token(L *lua.LState, lo *lockObj, _ args) int {
+	if h := lo.l.Hold(b.ownerOf(L)); h != nil && h.Token() != 0 {
+		L.Push(lua.LNumber(h.Token()))
 		return 1
 	}
 	L.Push(lua.LNil)
 	return 1
 }
 
-// l:lost() -> true when the watchdog found this task's hold gone.
-func (b *lockBinding) lost(L *lua.LState) int {
-	lo, _ := b.self(L, "lost")
-	h := lo.hold(b.rt.OwnerID(L))
-	lost := false
-	if h != nil {
-		lo.mu.Lock()
-		lost = h.lost
-		lo.mu.Unlock()
-	}
-	L.Push(lua.LBool(lost))
+// l:lost() -> true when this task's hold was found lost (also after its
+// release reported "lost").
+func (b *lockBinding) lost(L *lua.LState, lo *lockObj, _ args) int {
+	L.Push(lua.LBool(lo.l.Lost(b.ownerOf(L))))
 	return 1
 }
 
 // l:on_lost(fn): fn(name, reason) runs as a task when a hold is lost.
-func (b *lockBinding) setOnLost(L *lua.LState) int {
-	lo, a := b.self(L, "on_lost")
-	lo.onLost = a.function(2)
+func (b *lockBinding) setOnLost(L *lua.LState, lo *lockObj, a args) int {
+	b.setLost(lo, a.function(2))
 	return 0
 }
 
-func (b *lockBinding) lockName(L *lua.LState) int {
-	lo, _ := b.self(L, "name")
-	L.Push(lua.LString(lo.name))
+func (b *lockBinding) setLost(lo *lockObj, fn *lua.LFunction) {
+	if lo.onLost == nil {
+		lo.l.OnLost(func(h *lock.Hold) { b.lost1(lo, h) })
+	}
+	lo.onLost = fn
+}
+
+func (b *lockBinding) lockName(L *lua.LState, lo *lockObj, _ args) int {
+	L.Push(lua.LString(lo.l.Name()))
 	return 1
+}
+
+// lost1 runs the object's on_lost function as a task, on the next loop
+// turn (a hold may be found lost inside another Go call).
+func (b *lockBinding) lost1(lo *lockObj, h *lock.Hold) {
+	fn := lo.onLost
+	if fn == nil {
+		return
+	}
+	name, reason := h.Name(), h.LostReason()
+	b.rt.Post(func() {
+		b.rt.Spawn("on_lost "+name, fn, []lua.LValue{lua.LString(name), lua.LString(reason)}, func(err error) {
+			if err != nil {
+				b.rt.callbackFailed("on_lost", name, err)
+			}
+		})
+	})
 }
 
 // ---- shield.lock()
 
-// lock:acquire(name [, opts]) -> handle | nil, "timeout": waits up to opts.wait (0 = forever).
-func (b *lockBinding) mgrAcquire(L *lua.LState) int { return b.mgr(L, "acquire", false) }
-
-// lock:try_acquire(name [, opts]) -> handle | nil.
-func (b *lockBinding) mgrTryAcquire(L *lua.LState) int { return b.mgr(L, "try_acquire", true) }
-
-func (b *lockBinding) mgr(L *lua.LState, fn string, tryOnly bool) int {
-	a := argsOf(L, lockMgrType, fn)
-	a.self(1, lockMgrType)
+// lock:acquire(name [, opts]) -> handle | nil, "timeout": waits up to
+// opts.wait (0 = forever). lock:try_acquire(name [, opts]) -> handle | nil.
+func (b *lockBinding) mgr(L *lua.LState, fn string) int {
+	a := argsOf(L, lockManagerType, fn)
+	if _, ok := a.self(1, lockManagerType).(*lockBinding); !ok {
+		a.bad(1, lockManagerType+" expected, got "+a.got(1))
+	}
 	name := a.key(2)
-	o, onLost := b.parseOpts(a, 3, true)
-	ud := b.makeObj(L, "shield.lock", name, lock.Exclusive, b.dist, o, onLost)
+	g, onLost := lockOptions(a, 3)
+	ud := b.makeObj(a, 3, kindHandle, name, lock.Exclusive, lock.Distributed, false, g, onLost)
 	lo := ud.Value.(*lockObj)
-	return lo.start(L, a, b.rt.OwnerID(L), o.wait, tryOnly, func(ok bool, reason string) []lua.LValue {
-		if ok {
+	timeout := lock.TryOnce
+	if fn == "acquire" {
+		timeout = waitOption(lo)
+	}
+	tryOnly := fn == "try_acquire"
+	return b.start(L, lo, a, timeout, func(ok bool, reason string) []lua.LValue {
+		switch {
+		case ok:
 			return []lua.LValue{ud}
-		}
-		if tryOnly {
+		case tryOnly:
 			return []lua.LValue{lua.LNil}
 		}
 		return []lua.LValue{lua.LNil, lua.LString(reason)}
@@ -746,48 +594,21 @@ func (b *lockBinding) mgr(L *lua.LState, fn string, tryOnly bool) int {
 
 // ---- shutdown
 
-// closeAll gives up pending waits and releases every hold of this runtime's
-// locks at once (not after their ttl). Runs on the loop at Close.
-func (b *lockBinding) closeAll() {
-	b.mu.Lock()
-	objs := make([]*lockObj, 0, len(b.active))
-	for lo := range b.active {
-		objs = append(objs, lo)
+// close runs when the runtime closes: pending acquires end (their tasks
+// raise "the runtime is closing"), and the holds taken outside any task are
+// released at once. Holds of tasks are released when the tasks end: within
+// the grace period, or when Close interrupts them. Nothing here waits on
+// the network: releases go out as operations.
+func (b *lockBinding) close() {
+	b.sess.CancelWaits(lock.ErrClosed)
+	for h := range b.main {
+		delete(b.main, h)
+		h.ReleaseAll()
 	}
-	b.active = map[*lockObj]struct{}{}
-	b.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, lo := range objs {
-		lo.mu.Lock()
-		cancels := lo.waits
-		lo.waits = map[string]func(){}
-		lo.mu.Unlock()
-		for _, cancel := range cancels {
-			cancel()
-		}
-		lo.mu.Lock()
-		holds := lo.holds
-		lo.holds = map[string]*hold{}
-		for _, h := range holds {
-			h.stopped = true
-			if h.timer != nil {
-				h.timer.Stop()
-			}
-		}
-		lo.mu.Unlock()
-		for owner, h := range holds {
-			wg.Add(1)
-			go func(lo *lockObj, owner string, count int) {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				defer cancel()
-				for i := 0; i < count; i++ {
-					if n, err := lo.impl.release(ctx, lo.name, owner, lo.mode); err != nil || n <= 0 {
-						return
-					}
-				}
-			}(lo, owner, h.count)
-		}
-	}
-	wg.Wait()
+}
+
+// activeLocks counts the holds and waits of this runtime (tests). Loop only.
+func (b *lockBinding) active() int {
+	holds, waits := b.sess.Active()
+	return holds + waits
 }

@@ -8,12 +8,8 @@ import (
 
 // testLocks is the lock capability on the memory backend with default config.
 func testLocks() *Locks {
-	return &Locks{Local: local.NewManager(nil), Dist: lock.NewMemory(nil), DistInline: true, Config: config.Default().Lock}
+	return &Locks{Local: local.NewManager(nil), Dist: lock.NewMemory(nil), Config: config.Default().Lock}
 }
 
-// activeLocks counts the lock objects a runtime tracks for shutdown.
-func activeLocks(rt *Runtime) int {
-	rt.locks.mu.Lock()
-	defer rt.locks.mu.Unlock()
-	return len(rt.locks.active)
-}
+// activeLocks counts the holds and pending acquires a runtime tracks. Loop only.
+func activeLocks(rt *Runtime) int { return rt.locks.active() }

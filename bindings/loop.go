@@ -3,6 +3,7 @@ package bindings
 import (
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/shieldrt/shieldglobal/core/store"
 )
@@ -172,7 +173,30 @@ func (rt *Runtime) runPosted(fn func()) {
 	fn()
 }
 
+// drain waits up to d for the Redis operations queued or in flight to be
+// done — the releases of the locks the closers and the ended tasks let go —
+// before Close cancels what is left.
+func (rt *Runtime) drain(d time.Duration) {
+	ch := make(chan struct{})
+	if !rt.TryPost(func() { rt.drains = append(rt.drains, ch); rt.checkIdle() }) {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-rt.done:
+	}
+}
+
 func (rt *Runtime) checkIdle() {
+	if len(rt.drains) > 0 && rt.inflight == 0 && len(rt.batch) == 0 {
+		for _, c := range rt.drains {
+			close(c)
+		}
+		rt.drains = nil
+	}
 	if len(rt.idle) == 0 || len(rt.threads) > len(rt.spareThreads) || rt.starting > 0 || rt.keepalive > 0 || rt.inflight > 0 {
 		return
 	}

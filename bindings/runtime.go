@@ -60,6 +60,7 @@ type Runtime struct {
 	owners       map[*lua.LState]*lua.LState // pcall workers -> the coroutine they run for (nil: main)
 	keepalive    int
 	idle         []chan struct{}
+	drains       []chan struct{} // closed once no Redis operation is queued or in flight (Close)
 	closers      map[int]func()
 	nextCloser   int
 	failures     int
@@ -328,6 +329,7 @@ func (rt *Runtime) Close(grace time.Duration) {
 	case <-timer.C:
 		rt.interruptRunning(grace)
 	}
+	rt.drain(killWait / 2)
 	rt.cancel()
 	rt.mu.Lock()
 	rt.stopped = true

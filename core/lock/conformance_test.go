@@ -1,51 +1,12 @@
 package lock
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
-
-// spy wraps a Backend and reports every TryAcquire attempt number.
-type spy struct {
-	Backend
-	attempts atomic.Int64
-	after    chan int64 // receives the attempt number after each TryAcquire
-}
-
-func newSpy(b Backend) *spy { return &spy{Backend: b, after: make(chan int64, 1000)} }
-
-func (s *spy) TryAcquire(ctx context.Context, name, owner string, mode Mode, o Options) (Grant, bool, time.Duration, error) {
-	g, ok, retryIn, err := s.Backend.TryAcquire(ctx, name, owner, mode, o)
-	n := s.attempts.Add(1)
-	select {
-	case s.after <- n:
-	default:
-	}
-	return g, ok, retryIn, err
-}
-
-// waitAttempt waits until the spy has made attempt n (5s bound).
-func (s *spy) waitAttempt(t *testing.T, n int64) {
-	t.Helper()
-	timeout := time.After(5 * time.Second)
-	for {
-		select {
-		case got := <-s.after:
-			if got >= n {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("attempt %d not made within 5s (made %d)", n, s.attempts.Load())
-		}
-	}
-}
 
 // runConformance checks that a Backend implements the Backend contract.
 // Every backend must pass it unchanged, which is what makes them
@@ -62,7 +23,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 
 	mustAcquire := func(t *testing.T, b Backend, name, owner string, mode Mode, o Options) Grant {
 		t.Helper()
-		g, ok, retryIn, err := b.TryAcquire(t.Context(), name, owner, mode, o)
+		g, ok, retryIn, err := try(t.Context(), b, name, owner, mode, o)
 		if err != nil || !ok {
 			t.Fatalf("TryAcquire(%q, %q, %v) = ok %v, retryIn %v, err %v; want granted", name, owner, mode, ok, retryIn, err)
 		}
@@ -73,7 +34,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 	}
 	mustRefuse := func(t *testing.T, b Backend, name, owner string, mode Mode, o Options) time.Duration {
 		t.Helper()
-		g, ok, retryIn, err := b.TryAcquire(t.Context(), name, owner, mode, o)
+		g, ok, retryIn, err := try(t.Context(), b, name, owner, mode, o)
 		if err != nil || ok {
 			t.Fatalf("TryAcquire(%q, %q, %v) = %+v, ok %v, err %v; want refused", name, owner, mode, g, ok, err)
 		}
@@ -84,7 +45,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 	}
 	mustRelease := func(t *testing.T, b Backend, name, owner string, mode Mode, want int) {
 		t.Helper()
-		n, err := b.Release(t.Context(), name, owner, mode)
+		n, err := rel(t.Context(), b, name, owner, mode)
 		if err != nil || n != want {
 			t.Fatalf("Release(%q, %q, %v) = %d, %v; want %d", name, owner, mode, n, err, want)
 		}
@@ -97,7 +58,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 	}
 	mustInfo := func(t *testing.T, b Backend, name string) (Info, bool) {
 		t.Helper()
-		info, found, err := b.Info(t.Context(), name)
+		info, found, err := inf(t.Context(), b, name)
 		if err != nil {
 			t.Fatalf("Info(%q): %v", name, err)
 		}
@@ -133,7 +94,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 	watch := func(t *testing.T, b Backend, name string) (<-chan struct{}, func()) {
 		t.Helper()
 		ch := make(chan struct{}, 100)
-		cancel, err := b.Watch(t.Context(), name, func() { ch <- struct{}{} })
+		cancel, err := watchB(t.Context(), b, name, func() { ch <- struct{}{} })
 		if err != nil {
 			t.Fatalf("Watch(%q): %v", name, err)
 		}
@@ -198,7 +159,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		mustRefuse(t, b, "l", "B", Exclusive, re)
 		mustRelease(t, b, "l", "A", Exclusive, 0)
 		wantFree(t, b, "l")
-		_, err := b.Release(t.Context(), "l", "A", Exclusive)
+		_, err := rel(t.Context(), b, "l", "A", Exclusive)
 		wantNotHeld(t, err, "release below zero")
 		mustAcquire(t, b, "l", "B", Exclusive, re)
 	})
@@ -215,12 +176,12 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 
 	t.Run("release by non-holder", func(t *testing.T) {
 		b := newBackend(t)
-		_, err := b.Release(t.Context(), "l", "A", Exclusive)
+		_, err := rel(t.Context(), b, "l", "A", Exclusive)
 		wantNotHeld(t, err, "release of a free lock")
 		mustAcquire(t, b, "l", "A", Exclusive, re)
-		_, err = b.Release(t.Context(), "l", "B", Exclusive)
+		_, err = rel(t.Context(), b, "l", "B", Exclusive)
 		wantNotHeld(t, err, "release by another owner")
-		_, err = b.Release(t.Context(), "l", "A", Shared)
+		_, err = rel(t.Context(), b, "l", "A", Shared)
 		wantNotHeld(t, err, "release of a shared hold the owner does not have")
 		wantOwners(t, b, "l", Exclusive, Holder{"A", 1})
 		mustRefuse(t, b, "l", "B", Exclusive, x)
@@ -230,34 +191,34 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		b := newBackend(t)
 		mustAcquire(t, b, "l", "A", Exclusive, Options{TTL: 50 * time.Millisecond})
 		poll(t, "lock free after its 50ms lease", func() bool {
-			_, ok, _, err := b.TryAcquire(t.Context(), "l", "B", Exclusive, x)
+			_, ok, _, err := try(t.Context(), b, "l", "B", Exclusive, x)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return ok
 		})
 		wantOwners(t, b, "l", Exclusive, Holder{"B", 1})
-		_, err := b.Release(t.Context(), "l", "A", Exclusive)
+		_, err := rel(t.Context(), b, "l", "A", Exclusive)
 		wantNotHeld(t, err, "release after the lease ended")
-		wantNotHeld(t, b.Extend(t.Context(), "l", "A", Exclusive, hour), "extend after the lease ended")
+		wantNotHeld(t, ext(t.Context(), b, "l", "A", Exclusive, hour), "extend after the lease ended")
 		wantOwners(t, b, "l", Exclusive, Holder{"B", 1})
 	})
 
 	t.Run("extend", func(t *testing.T) {
 		b := newBackend(t)
 		mustAcquire(t, b, "l", "A", Exclusive, Options{TTL: 100 * time.Millisecond})
-		if err := b.Extend(t.Context(), "l", "A", Exclusive, hour); err != nil {
+		if err := ext(t.Context(), b, "l", "A", Exclusive, hour); err != nil {
 			t.Fatalf("Extend by the holder: %v", err)
 		}
-		wantNotHeld(t, b.Extend(t.Context(), "l", "B", Exclusive, hour), "extend by a non-holder")
-		wantNotHeld(t, b.Extend(t.Context(), "l", "A", Shared, hour), "extend of a shared hold the owner does not have")
+		wantNotHeld(t, ext(t.Context(), b, "l", "B", Exclusive, hour), "extend by a non-holder")
+		wantNotHeld(t, ext(t.Context(), b, "l", "A", Shared, hour), "extend of a shared hold the owner does not have")
 		advance(200 * time.Millisecond)
 		info := wantOwners(t, b, "l", Exclusive, Holder{"A", 1})
 		if info.TTL <= hour/2 {
 			t.Fatalf("Info TTL after Extend(1h) = %v", info.TTL)
 		}
 		mustRefuse(t, b, "l", "B", Exclusive, x)
-		if err := b.Extend(t.Context(), "l", "A", Exclusive, 0); !errors.Is(err, ErrInvalid) {
+		if err := ext(t.Context(), b, "l", "A", Exclusive, 0); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("Extend with ttl 0: %v; want ErrInvalid", err)
 		}
 	})
@@ -296,7 +257,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		// The counter survives expiry.
 		next(mustAcquire(t, b, "l", "C", Exclusive, Options{TTL: 20 * time.Millisecond}), "short lease")
 		poll(t, "short lease ended", func() bool {
-			g, ok, _, err := b.TryAcquire(t.Context(), "l", "D", Exclusive, x)
+			g, ok, _, err := try(t.Context(), b, "l", "D", Exclusive, x)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -331,15 +292,15 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 			t.Fatalf("shared Info %+v; want the highest token %d, the oldest acquired_at %v, the longest ttl", info, ra.Token, rb.AcquiredAt)
 		}
 		// Waiting counts fair waiters.
-		mustRefuse(t, b, "l", "W1", Exclusive, Options{TTL: hour, Fair: true, WaiterTTL: hour})
-		mustRefuse(t, b, "l", "W2", Exclusive, Options{TTL: hour, Fair: true, WaiterTTL: hour})
+		mustRefuse(t, b, "l", "W1", Exclusive, Options{TTL: hour, Fair: true, Waiting: true, WaiterTTL: hour})
+		mustRefuse(t, b, "l", "W2", Exclusive, Options{TTL: hour, Fair: true, Waiting: true, WaiterTTL: hour})
 		if info, _ := mustInfo(t, b, "l"); info.Waiting != 2 {
 			t.Fatalf("Waiting = %d; want 2", info.Waiting)
 		}
-		if err := b.LeaveQueue(t.Context(), "l", "W2"); err != nil {
+		if err := leave(t.Context(), b, "l", "W2"); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.LeaveQueue(t.Context(), "l", "W2"); err != nil {
+		if err := leave(t.Context(), b, "l", "W2"); err != nil {
 			t.Fatalf("LeaveQueue twice: %v", err)
 		}
 		if info, _ := mustInfo(t, b, "l"); info.Waiting != 1 {
@@ -397,15 +358,11 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 	t.Run("rwlock upgrade refused", func(t *testing.T) {
 		b := newBackend(t)
 		mustAcquire(t, b, "rw", "R", Shared, x)
-		for _, o := range []Options{x, re, {TTL: hour, Fair: true}} {
-			_, ok, _, err := b.TryAcquire(t.Context(), "rw", "R", Exclusive, o)
+		for _, o := range []Options{x, re, {TTL: hour, Fair: true}, {TTL: hour, Waiting: true}, {TTL: hour, Fair: true, Waiting: true}} {
+			_, ok, _, err := try(t.Context(), b, "rw", "R", Exclusive, o)
 			if ok || !errors.Is(err, ErrUpgrade) {
 				t.Fatalf("upgrade with %+v: ok %v err %v; want ErrUpgrade", o, ok, err)
 			}
-		}
-		_, err := Acquire(t.Context(), b, "rw", "R", Exclusive, x, time.Millisecond, 0)
-		if !errors.Is(err, ErrUpgrade) {
-			t.Fatalf("Acquire upgrade: %v; want ErrUpgrade", err)
 		}
 		wantOwners(t, b, "rw", Shared, Holder{"R", 1})
 		if info, _ := mustInfo(t, b, "rw"); info.Waiting != 0 {
@@ -418,16 +375,16 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		mustAcquire(t, b, "rw", "dead", Shared, Options{TTL: 100 * time.Millisecond})
 		mustAcquire(t, b, "rw", "live", Shared, x)
 		poll(t, "dead reader's hold gone", func() bool {
-			if err := b.Extend(t.Context(), "rw", "live", Shared, hour); err != nil {
+			if err := ext(t.Context(), b, "rw", "live", Shared, hour); err != nil {
 				t.Fatalf("live reader's renewal: %v", err)
 			}
 			info, _ := mustInfo(t, b, "rw")
 			return len(info.Owners) == 1
 		})
 		wantOwners(t, b, "rw", Shared, Holder{"live", 1})
-		_, err := b.Release(t.Context(), "rw", "dead", Shared)
+		_, err := rel(t.Context(), b, "rw", "dead", Shared)
 		wantNotHeld(t, err, "release by the expired reader")
-		wantNotHeld(t, b.Extend(t.Context(), "rw", "dead", Shared, hour), "extend by the expired reader")
+		wantNotHeld(t, ext(t.Context(), b, "rw", "dead", Shared, hour), "extend by the expired reader")
 		mustRefuse(t, b, "rw", "W", Exclusive, x)
 		mustRelease(t, b, "rw", "live", Shared, 0)
 		mustAcquire(t, b, "rw", "W", Exclusive, x)
@@ -435,7 +392,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		// A dead reader alone blocks a writer only for its lease.
 		mustAcquire(t, b, "rw2", "dead", Shared, Options{TTL: 50 * time.Millisecond})
 		poll(t, "writer obtains after the dead reader's lease", func() bool {
-			_, ok, _, err := b.TryAcquire(t.Context(), "rw2", "W", Exclusive, x)
+			_, ok, _, err := try(t.Context(), b, "rw2", "W", Exclusive, x)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -443,9 +400,109 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		})
 	})
 
+	t.Run("release all levels", func(t *testing.T) {
+		b := newBackend(t)
+		ch, _ := watch(t, b, "l")
+		for range 3 {
+			mustAcquire(t, b, "l", "A", Exclusive, re)
+		}
+		if n, err := relAll(t.Context(), b, "l", "A", Exclusive); err != nil || n != 0 {
+			t.Fatalf("release all = %d, %v; want 0", n, err)
+		}
+		wantFree(t, b, "l")
+		woken(t, ch, "release of every level")
+		for range 2 {
+			mustAcquire(t, b, "l", "R", Shared, re)
+		}
+		if n, err := relAll(t.Context(), b, "l", "R", Shared); err != nil || n != 0 {
+			t.Fatalf("release all (shared) = %d, %v; want 0", n, err)
+		}
+		wantFree(t, b, "l")
+		_, err := relAll(t.Context(), b, "l", "R", Shared)
+		wantNotHeld(t, err, "release all of nothing")
+	})
+
+	t.Run("waiting writer holds back new readers", func(t *testing.T) {
+		b := newBackend(t)
+		waitingW := Options{TTL: hour, Waiting: true, WaiterTTL: hour}
+		mustAcquire(t, b, "rw", "r1", Shared, re)
+		// A writer that only tries leaves no intent: readers still join.
+		mustRefuse(t, b, "rw", "W", Exclusive, x)
+		mustAcquire(t, b, "rw", "r2", Shared, x)
+		mustRelease(t, b, "rw", "r2", Shared, 0)
+		// A waiting writer does.
+		mustRefuse(t, b, "rw", "W", Exclusive, waitingW)
+		if info, _ := mustInfo(t, b, "rw"); info.Waiting != 1 {
+			t.Fatalf("Waiting = %d with one waiting writer; want 1", info.Waiting)
+		}
+		retryIn := mustRefuse(t, b, "rw", "r2", Shared, x)
+		if retryIn > hour {
+			t.Fatalf("reader's retryIn %v exceeds the writer's liveness", retryIn)
+		}
+		mustRefuse(t, b, "rw", "r2", Shared, Options{TTL: hour, Waiting: true})
+		// Re-entries of a reader that holds are not held back.
+		mustAcquire(t, b, "rw", "r1", Shared, re)
+		mustRelease(t, b, "rw", "r1", Shared, 1)
+		mustRelease(t, b, "rw", "r1", Shared, 0)
+		// The writer gets in once the readers left; its intent is gone.
+		g := mustAcquire(t, b, "rw", "W", Exclusive, waitingW)
+		if info, _ := mustInfo(t, b, "rw"); info.Waiting != 0 {
+			t.Fatalf("Waiting = %d after the writer got in; want 0", info.Waiting)
+		}
+		// Its own downgrade is fine; others' reads wait for its release.
+		mustAcquire(t, b, "rw", "W", Shared, x)
+		mustRefuse(t, b, "rw", "r2", Shared, x)
+		mustRelease(t, b, "rw", "W", Exclusive, 0)
+		mustRelease(t, b, "rw", "W", Shared, 0)
+		if r := mustAcquire(t, b, "rw", "r2", Shared, x); r.Token <= g.Token {
+			t.Fatalf("reader token %d not above the writer's %d", r.Token, g.Token)
+		}
+	})
+
+	t.Run("waiting writer leaving wakes the readers", func(t *testing.T) {
+		b := newBackend(t)
+		ch, _ := watch(t, b, "rw")
+		mustAcquire(t, b, "rw", "r1", Shared, x)
+		mustRefuse(t, b, "rw", "W", Exclusive, Options{TTL: hour, Waiting: true, WaiterTTL: hour})
+		mustRefuse(t, b, "rw", "r2", Shared, x)
+		if err := leave(t.Context(), b, "rw", "W"); err != nil {
+			t.Fatal(err)
+		}
+		woken(t, ch, "the last waiting writer left")
+		mustAcquire(t, b, "rw", "r2", Shared, x)
+	})
+
+	t.Run("silent waiting writer purged", func(t *testing.T) {
+		b := newBackend(t)
+		mustAcquire(t, b, "rw", "r1", Shared, x)
+		mustRefuse(t, b, "rw", "dead", Exclusive, Options{TTL: hour, Waiting: true, WaiterTTL: 100 * time.Millisecond})
+		mustRefuse(t, b, "rw", "r2", Shared, x)
+		poll(t, "reader admitted once the silent writer's intent lapsed", func() bool {
+			_, ok, _, err := try(t.Context(), b, "rw", "r2", Shared, x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		})
+	})
+
+	t.Run("fair try without waiting is not queued", func(t *testing.T) {
+		b := newBackend(t)
+		mustAcquire(t, b, "f", "H", Exclusive, x)
+		mustRefuse(t, b, "f", "T", Exclusive, Options{TTL: hour, Fair: true})
+		if info, _ := mustInfo(t, b, "f"); info.Waiting != 0 {
+			t.Fatalf("Waiting = %d after a fair try; want 0", info.Waiting)
+		}
+		mustRefuse(t, b, "f", "W", Exclusive, Options{TTL: hour, Fair: true, Waiting: true, WaiterTTL: hour})
+		mustRelease(t, b, "f", "H", Exclusive, 0)
+		// The queue has a head: a fair try by someone else is refused, the head gets it.
+		mustRefuse(t, b, "f", "T", Exclusive, Options{TTL: hour, Fair: true})
+		mustAcquire(t, b, "f", "W", Exclusive, Options{TTL: hour, Fair: true})
+	})
+
 	t.Run("fair order", func(t *testing.T) {
 		b := newBackend(t)
-		fair := Options{TTL: hour, Fair: true, WaiterTTL: hour}
+		fair := Options{TTL: hour, Fair: true, Waiting: true, WaiterTTL: hour}
 		mustAcquire(t, b, "f", "H", Exclusive, x)
 		for i := 1; i <= 5; i++ {
 			mustRefuse(t, b, "f", fmt.Sprintf("w%d", i), Exclusive, fair)
@@ -477,7 +534,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 
 	t.Run("fair readers wait behind a queued writer", func(t *testing.T) {
 		b := newBackend(t)
-		fair := Options{TTL: hour, Fair: true, WaiterTTL: hour}
+		fair := Options{TTL: hour, Fair: true, Waiting: true, WaiterTTL: hour}
 		mustAcquire(t, b, "f", "r1", Shared, fair)
 		mustRefuse(t, b, "f", "W", Exclusive, fair)
 		// A new reader could share, but the writer is ahead of it.
@@ -494,15 +551,15 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 	t.Run("fair dead waiter purged", func(t *testing.T) {
 		b := newBackend(t)
 		mustAcquire(t, b, "f", "H", Exclusive, x)
-		mustRefuse(t, b, "f", "dead", Exclusive, Options{TTL: hour, Fair: true, WaiterTTL: 100 * time.Millisecond})
-		live := Options{TTL: hour, Fair: true, WaiterTTL: hour}
+		mustRefuse(t, b, "f", "dead", Exclusive, Options{TTL: hour, Fair: true, Waiting: true, WaiterTTL: 100 * time.Millisecond})
+		live := Options{TTL: hour, Fair: true, Waiting: true, WaiterTTL: hour}
 		mustRefuse(t, b, "f", "live", Exclusive, live)
 		if info, _ := mustInfo(t, b, "f"); info.Waiting != 2 {
 			t.Fatalf("Waiting = %d; want 2", info.Waiting)
 		}
 		mustRelease(t, b, "f", "H", Exclusive, 0)
 		poll(t, "live waiter obtains once the dead head is purged", func() bool {
-			_, ok, _, err := b.TryAcquire(t.Context(), "f", "live", Exclusive, live)
+			_, ok, _, err := try(t.Context(), b, "f", "live", Exclusive, live)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -518,7 +575,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 
 	t.Run("fair leave queue wakes the next", func(t *testing.T) {
 		b := newBackend(t)
-		fair := Options{TTL: hour, Fair: true, WaiterTTL: hour}
+		fair := Options{TTL: hour, Fair: true, Waiting: true, WaiterTTL: hour}
 		ch, _ := watch(t, b, "f")
 		mustAcquire(t, b, "f", "H", Exclusive, x)
 		mustRefuse(t, b, "f", "first", Exclusive, fair)
@@ -526,7 +583,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		mustRelease(t, b, "f", "H", Exclusive, 0)
 		woken(t, ch, "release")
 		mustRefuse(t, b, "f", "second", Exclusive, fair)
-		if err := b.LeaveQueue(t.Context(), "f", "first"); err != nil {
+		if err := leave(t.Context(), b, "f", "first"); err != nil {
 			t.Fatal(err)
 		}
 		woken(t, ch, "head left the queue of a free lock")
@@ -578,148 +635,6 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		}
 	})
 
-	t.Run("acquire woken by release", func(t *testing.T) {
-		b := newBackend(t)
-		mustAcquire(t, b, "l", "A", Exclusive, x)
-		s := newSpy(b)
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		type result struct {
-			g   Grant
-			err error
-		}
-		done := make(chan result, 1)
-		go func() {
-			// A 10s retry: only the wake-up can get it done within 5s.
-			g, err := Acquire(ctx, s, "l", "B", Exclusive, x, 10*time.Second, 0)
-			done <- result{g, err}
-		}()
-		// Attempt 2 is the one made right after the watch was set up: B is
-		// now waiting.
-		s.waitAttempt(t, 2)
-		mustRelease(t, b, "l", "A", Exclusive, 0)
-		r := <-done
-		if r.err != nil {
-			t.Fatalf("Acquire: %v", r.err)
-		}
-		wantOwners(t, b, "l", Exclusive, Holder{"B", 1})
-	})
-
-	t.Run("acquire fair order", func(t *testing.T) {
-		b := newBackend(t)
-		mustAcquire(t, b, "f", "H", Exclusive, x)
-		fair := Options{TTL: hour, Fair: true, WaiterTTL: hour}
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		var mu sync.Mutex
-		var order []string
-		errs := make(chan error, 5)
-		var wg sync.WaitGroup
-		for i := 1; i <= 5; i++ {
-			owner := fmt.Sprintf("w%d", i)
-			wg.Go(func() {
-				if _, err := Acquire(ctx, b, "f", owner, Exclusive, fair, 10*time.Second, 0); err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				order = append(order, owner)
-				mu.Unlock()
-				if _, err := b.Release(ctx, "f", owner, Exclusive); err != nil {
-					errs <- err
-				}
-			})
-			poll(t, owner+" queued", func() bool {
-				info, _ := mustInfo(t, b, "f")
-				return info.Waiting == i
-			})
-		}
-		mustRelease(t, b, "f", "H", Exclusive, 0)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		if want := []string{"w1", "w2", "w3", "w4", "w5"}; !slices.Equal(order, want) {
-			t.Fatalf("granted in order %v; want %v", order, want)
-		}
-	})
-
-	t.Run("acquire gives up", func(t *testing.T) {
-		b := newBackend(t)
-		mustAcquire(t, b, "l", "A", Exclusive, x)
-		s := newSpy(b)
-		_, err := Acquire(t.Context(), s, "l", "B", Exclusive, x, time.Millisecond, 3)
-		if !errors.Is(err, ErrNotObtained) {
-			t.Fatalf("Acquire with maxRetries 3: %v; want ErrNotObtained", err)
-		}
-		if n := s.attempts.Load(); n != 3 {
-			t.Fatalf("%d attempts; want 3", n)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-		defer cancel()
-		_, err = Acquire(ctx, b, "l", "B", Exclusive, x, 10*time.Millisecond, 0)
-		if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Acquire until ctx timeout: %v; want ErrNotObtained wrapping DeadlineExceeded", err)
-		}
-		// A fair waiter that gives up leaves the queue.
-		fair := Options{TTL: hour, Fair: true, WaiterTTL: hour}
-		if _, err := Acquire(t.Context(), b, "l", "F", Exclusive, fair, time.Millisecond, 2); !errors.Is(err, ErrNotObtained) {
-			t.Fatalf("fair Acquire: %v", err)
-		}
-		ctx2, cancel2 := context.WithTimeout(t.Context(), 50*time.Millisecond)
-		defer cancel2()
-		if _, err := Acquire(ctx2, b, "l", "G", Exclusive, fair, time.Millisecond, 0); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("fair Acquire until timeout: %v", err)
-		}
-		if info, _ := mustInfo(t, b, "l"); info.Waiting != 0 {
-			t.Fatalf("Waiting = %d after the fair waiters gave up; want 0", info.Waiting)
-		}
-		// Obtained at once: one attempt.
-		s2 := newSpy(b)
-		if _, err := Acquire(t.Context(), s2, "free", "B", Exclusive, x, time.Second, 1); err != nil || s2.attempts.Load() != 1 {
-			t.Fatalf("uncontended Acquire: %v after %d attempts", err, s2.attempts.Load())
-		}
-	})
-
-	t.Run("concurrent mutual exclusion", func(t *testing.T) {
-		b := newBackend(t)
-		var counter atomic.Int64 // read and written separately: not an atomic increment
-		var inside atomic.Int32
-		errs := make(chan error, 16)
-		var wg sync.WaitGroup
-		for g := range 16 {
-			owner := fmt.Sprintf("g%d", g)
-			wg.Go(func() {
-				for range 50 {
-					if _, err := Acquire(t.Context(), b, "counter", owner, Exclusive, Options{TTL: time.Minute}, 100*time.Millisecond, 0); err != nil {
-						errs <- err
-						return
-					}
-					if inside.Add(1) != 1 {
-						errs <- errors.New("two holders inside the critical section")
-					}
-					v := counter.Load()
-					runtime.Gosched()
-					counter.Store(v + 1)
-					inside.Add(-1)
-					if _, err := b.Release(t.Context(), "counter", owner, Exclusive); err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		if n := counter.Load(); n != 16*50 {
-			t.Fatalf("counter = %d; want %d", n, 16*50)
-		}
-	})
-
 	t.Run("invalid arguments", func(t *testing.T) {
 		b := newBackend(t)
 		ctx := t.Context()
@@ -730,22 +645,22 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 			}
 		}
 		for _, name := range []string{"", "}x"} {
-			_, _, _, err := b.TryAcquire(ctx, name, "A", Exclusive, x)
+			_, _, _, err := try(ctx, b, name, "A", Exclusive, x)
 			check(fmt.Sprintf("TryAcquire name %q", name), err)
-			_, err = b.Release(ctx, name, "A", Exclusive)
+			_, err = rel(ctx, b, name, "A", Exclusive)
 			check("Release", err)
-			check("Extend", b.Extend(ctx, name, "A", Exclusive, hour))
-			_, _, err = b.Info(ctx, name)
+			check("Extend", ext(ctx, b, name, "A", Exclusive, hour))
+			_, _, err = inf(ctx, b, name)
 			check("Info", err)
-			check("LeaveQueue", b.LeaveQueue(ctx, name, "A"))
-			_, err = b.Watch(ctx, name, func() {})
+			check("LeaveQueue", leave(ctx, b, name, "A"))
+			_, err = watchB(ctx, b, name, func() {})
 			check("Watch", err)
 		}
-		_, _, _, err := b.TryAcquire(ctx, "l", "", Exclusive, x)
+		_, _, _, err := try(ctx, b, "l", "", Exclusive, x)
 		check("empty owner", err)
-		_, _, _, err = b.TryAcquire(ctx, "l", "A", Mode(7), x)
+		_, _, _, err = try(ctx, b, "l", "A", Mode(7), x)
 		check("bad mode", err)
-		_, _, _, err = b.TryAcquire(ctx, "l", "A", Exclusive, Options{})
+		_, _, _, err = try(ctx, b, "l", "A", Exclusive, Options{})
 		check("zero ttl", err)
 		// Odd but valid names and owners.
 		for _, name := range []string{"a}b", "{x}", "ключ {tag}", "a b\x00c"} {
@@ -755,31 +670,4 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		}
 	})
 
-	t.Run("cancelled context", func(t *testing.T) {
-		b := newBackend(t)
-		mustAcquire(t, b, "l", "A", Exclusive, x)
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		check := func(op string, err error) {
-			t.Helper()
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("%s with a cancelled context: %v; want context.Canceled", op, err)
-			}
-		}
-		_, _, _, err := b.TryAcquire(ctx, "l", "B", Exclusive, x)
-		check("TryAcquire", err)
-		_, err = b.Release(ctx, "l", "A", Exclusive)
-		check("Release", err)
-		check("Extend", b.Extend(ctx, "l", "A", Exclusive, hour))
-		_, _, err = b.Info(ctx, "l")
-		check("Info", err)
-		check("LeaveQueue", b.LeaveQueue(ctx, "l", "A"))
-		_, err = b.Watch(ctx, "l", func() {})
-		check("Watch", err)
-		_, err = Acquire(ctx, b, "l", "B", Exclusive, x, time.Millisecond, 0)
-		if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.Canceled) {
-			t.Fatalf("Acquire with a cancelled context: %v", err)
-		}
-		wantOwners(t, b, "l", Exclusive, Holder{"A", 1})
-	})
 }

@@ -1,10 +1,20 @@
-// Package lock is the distributed locking behind shield.distributed_mutex,
-// shield.distributed_rwlock and shield.lock(): a Backend interface of atomic
-// single-attempt primitives with three implementations — Redis (standalone
-// or Cluster, see NewRedis), an in-process Memory backend with the same
-// semantics (see NewMemory), and Redlock over several independent backends
-// (see NewRedlock) — plus Acquire, the blocking helper that retries with
-// wake-ups instead of polling.
+// Package lock is the locking behind shield.mutex, shield.rwlock,
+// shield.spinlock, shield.distributed_mutex, shield.distributed_rwlock and
+// shield.lock(), in two layers:
+//
+//   - Backends: atomic single-attempt primitives for distributed locks, as
+//     operations (store.Op): Redis (standalone, Sentinel or Cluster, see
+//     NewRedis), an in-process Memory backend with the same semantics (see
+//     NewMemory), and Redlock over several independent backends (see
+//     NewRedlock). The in-process locks are core/lock/local's Manager.
+//   - Sessions: what a Lua runtime uses (see Service, Session, Lock and
+//     Hold). A Session belongs to one event loop (see Loop): lock objects
+//     with their options resolved once, blocking acquires as callback waits
+//     with retries and wake-ups, the process-local FIFO gate in front of
+//     distributed locks, hold handles with their lease, the watchdog, and
+//     the release of what a task or a closing runtime still holds. Nothing
+//     of a Session is touched by another goroutine: timers, grants and
+//     replies post to its loop.
 //
 // # Model
 //
@@ -12,10 +22,11 @@
 // mutex, or the write side of a read-write lock) or any number of shared
 // holds (the read side); a mutex and the write lock of an rwlock with the
 // same name are the same lock. Each hold belongs to an owner string (the
-// Lua binding uses "node_id:service_id:coroutine_id") and is a lease: it
-// ends when its TTL passes unless the owner extends it (the watchdog calls
-// Extend). Every shared hold has its own lease, so a dead reader never
-// blocks writers beyond its TTL while other readers keep renewing theirs.
+// Lua binding uses "node_id:service_id:thread_id", see Owner) and is a
+// lease: it ends when its TTL passes unless the owner extends it (the
+// watchdog calls Extend). Every shared hold has its own lease, so a dead
+// reader never blocks writers beyond its TTL while other readers keep
+// renewing theirs.
 //
 // With Options.Reentrant an owner may take the hold it already has again; a
 // count tracks re-entries and Release counts down. A writer may also take a
@@ -32,110 +43,144 @@
 // counter is never expired) and are shared by the exclusive and shared
 // sides of a name.
 //
-// # Fairness
+// # Waiting writers and fairness
 //
-// With Options.Fair, callers that find the lock unavailable join a FIFO
-// queue; only the head of the queue may take a free lock (shared waiters
-// behind a queued writer wait too, so writers are not starved). A waiter
-// stays queued only while it keeps retrying: each attempt pushes its
-// liveness deadline to now + WaiterTTL, and a waiter whose deadline passed
-// (a dead process) is purged by the next attempt of anyone, so it cannot
-// block the queue. Fairness holds among Fair callers: an attempt without
-// Fair ignores the queue.
+// A caller that will retry after a refusal says so (Options.Waiting). A
+// waiting exclusive caller records a writer intent with a liveness deadline
+// of now + WaiterTTL, which each of its attempts pushes back: while a live
+// intent of another owner exists, new shared holds are refused (re-entries
+// and a writer's own downgrade excepted), so a stream of overlapping
+// readers from other processes cannot starve a writer. An intent whose
+// writer stopped retrying (gave up without LeaveQueue, or died) is purged
+// once its deadline passed.
+//
+// With Options.Fair, waiting callers join a FIFO queue instead; only the
+// head of the queue may take a free lock (shared waiters behind a queued
+// writer wait too). A queued waiter is purged like an intent when it stops
+// retrying. Fairness holds among Fair callers: an attempt without Fair
+// ignores the queue.
 //
 // # Wake-ups
 //
-// Releasing the last hold (and a fair queue advancing past a departed head)
-// notifies Watch callbacks, so waiters retry at once instead of sleeping
-// out their retry interval. A lease that simply expires is not announced:
-// waiters also retry after the retryIn hint that TryAcquire returns.
+// Releasing the last hold, a fair queue advancing past a departed head, and
+// the last waiting writer leaving notify Watch callbacks, so waiters retry
+// at once instead of sleeping out their retry interval. A lease that simply
+// expires is not announced: waiters also retry after the retryIn hint an
+// attempt returns.
 //
 // # Times
 //
-// All lease arithmetic uses the backend's clock — on Redis the server's
-// TIME, never a client clock — in whole milliseconds (a TTL below 1ms
-// counts as 1ms).
+// All lease arithmetic of a backend uses its clock — on Redis the server's
+// TIME, never a client clock — in whole milliseconds (a TTL below 1ms counts
+// as 1ms).
 package lock
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/core/lock/local"
+	"github.com/shieldrt/shieldglobal/core/store"
 )
 
-// Errors returned (possibly wrapped) by the backends and Acquire.
+// The errors of the package (returned wrapped; match them with errors.Is).
+// The in-process locks of core/lock/local return the same ErrNotHeld and
+// ErrUpgrade values.
 var (
-	// ErrNotObtained is returned by Acquire when it gives up: after
-	// maxRetries attempts, or when its context ends (then the error wraps
-	// the context's error too).
-	ErrNotObtained = errors.New("lock: not obtained")
-	// ErrNotHeld is returned by Release and Extend when owner does not hold
-	// the lock in that mode: it never did, it released it, or its lease
-	// expired.
-	ErrNotHeld = errors.New("lock: not held by this owner")
-	// ErrUpgrade is returned by TryAcquire and Acquire when an owner that
-	// holds a shared (read) hold asks for the exclusive (write) hold.
-	ErrUpgrade = errors.New("lock: cannot upgrade a read lock to a write lock")
+	// ErrNotHeld: the owner does not hold the lock in that mode — it never
+	// did, it released it, or its lease ended. Returned by backends'
+	// Release and Extend and by Hold.Release and Hold.Refresh.
+	ErrNotHeld = local.ErrNotHeld
+	// ErrUpgrade: an owner that holds a shared (read) hold asked for the
+	// exclusive (write) hold. Returned by TryAcquire and Lock.Acquire.
+	ErrUpgrade = local.ErrUpgrade
 	// ErrInvalid is wrapped by every operation given an invalid argument:
 	// an empty name or one starting with '}' (it could not be hash-tagged
-	// on Redis Cluster), an empty owner, an unknown Mode, a TTL <= 0, or a
-	// mode a backend does not support (Shared on Redlock).
+	// on Redis Cluster), an empty owner, an unknown Mode, a TTL <= 0, a mode
+	// or option a backend does not support (Shared or Fair on Redlock), or
+	// lock options that contradict each other (see OptionError).
 	ErrInvalid = errors.New("lock: invalid argument")
+	// ErrTimeout: Lock.Acquire gave up — its timeout passed, or it made
+	// Settings.MaxRetries attempts — while others held the lock.
+	ErrTimeout = errors.New("lock: not obtained in time")
+	// ErrStalled: Lock.Acquire's timeout passed while an attempt was still
+	// unanswered by the backend (Redis hangs or is far too slow): whether
+	// the lock is contended is unknown. A late grant of that attempt is
+	// released. The error is a *StalledError.
+	ErrStalled = errors.New("lock: no answer from the lock backend")
+	// ErrLost: the hold's lease ran out or was taken over (see Hold.Lost).
+	ErrLost = errors.New("lock: lost")
+	// ErrReentry: Lock.Acquire by an owner that already holds the lock,
+	// which is not reentrant. Waiting would wait for itself forever.
+	ErrReentry = errors.New("lock: already held by this owner and not reentrant")
+	// ErrClosed: the Session closed while Lock.Acquire waited (or before).
+	ErrClosed = errors.New("lock: session closed")
 )
 
+// StalledError is the ErrStalled of one acquire: its attempt had been
+// unanswered for Waited when the Timeout passed.
+type StalledError struct {
+	Name            string
+	Waited, Timeout time.Duration
+}
+
+func (e *StalledError) Error() string {
+	return fmt.Sprintf("lock: acquire %q: no answer from the lock backend for %v, within the acquire timeout of %v (if the attempt still succeeds, the lock is released)",
+		e.Name, e.Waited, e.Timeout)
+}
+
+// Is makes errors.Is(err, ErrStalled) true.
+func (e *StalledError) Is(target error) bool { return target == ErrStalled }
+
 // Mode is the kind of hold: Exclusive (a mutex, or the write side of a
-// read-write lock) or Shared (the read side).
-type Mode int
+// read-write lock) or Shared (the read side). It is the same type as
+// local.Mode.
+type Mode = local.Mode
 
 // The modes.
 const (
 	// Exclusive excludes every other hold.
-	Exclusive Mode = iota
+	Exclusive = local.Exclusive
 	// Shared coexists with other shared holds and excludes exclusive ones
 	// (except the caller's own: see the package doc on downgrades).
-	Shared
+	Shared = local.Shared
 )
 
-// String returns "exclusive", "shared" or "Mode(n)".
-func (m Mode) String() string {
-	switch m {
-	case Exclusive:
-		return "exclusive"
-	case Shared:
-		return "shared"
-	}
-	return fmt.Sprintf("Mode(%d)", int(m))
-}
-
-// Options configure one acquire attempt.
+// Options configure one attempt of a backend.
 type Options struct {
 	// TTL is the lease: the hold ends this long after the attempt unless
 	// extended. It must be > 0; it is rounded down to whole milliseconds
 	// (at least 1ms). A re-entry resets the lease to TTL.
 	TTL time.Duration
 	// Reentrant lets an owner that already holds the lock in this mode take
-	// it again (the count goes up). Without it such an attempt is refused
-	// (ok == false), like any other conflict.
+	// it again (the count goes up). Without it such an attempt is refused,
+	// like any other conflict.
 	Reentrant bool
-	// Fair queues callers FIFO across processes (see the package doc).
+	// Fair queues waiting callers FIFO across processes (see the package
+	// doc). A fair attempt that is not Waiting is refused unless the caller
+	// is at the head of the queue or the queue is empty.
 	Fair bool
-	// WaiterTTL (fair only) is how long a queued waiter keeps its place
-	// without retrying; a waiter silent for longer is purged as dead. It
-	// must exceed the caller's retry interval: Acquire sets it to
-	// DefaultWaiterTTL(retry) when zero; a direct TryAcquire caller gets
-	// DefaultWaiterTTL(0) = 1s.
+	// Waiting says the caller retries when refused: a refused attempt then
+	// records the caller as a waiter — in the fair queue with Fair, else,
+	// for Exclusive, as a waiting writer that holds back new shared holds.
+	// Every attempt of a waiter pushes its liveness deadline to now +
+	// WaiterTTL; a caller that gives up calls LeaveQueue.
+	Waiting bool
+	// WaiterTTL is how long a waiter keeps its place (or its writer intent)
+	// without retrying; it must exceed the caller's longest wait between
+	// attempts. Zero means DefaultWaiterTTL(0) = 1s.
 	WaiterTTL time.Duration
 }
 
-// DefaultWaiterTTL is the WaiterTTL used when Options.WaiterTTL is zero for
-// a caller retrying every retry: 3 × retry, at least 1s.
+// DefaultWaiterTTL is the WaiterTTL of a caller retrying at least every
+// retry: 3 × retry, at least 1s.
 func DefaultWaiterTTL(retry time.Duration) time.Duration {
 	return max(3*retry, time.Second)
 }
 
-// Grant describes a hold obtained by TryAcquire or Acquire.
+// Grant describes a hold obtained by an attempt.
 type Grant struct {
 	// Token is the fencing token of the hold: strictly greater than the
 	// token of every earlier grant of this lock name (re-entries keep the
@@ -151,9 +196,20 @@ type Grant struct {
 	TTL time.Duration
 }
 
+// Attempt is the outcome of one TryAcquire.
+type Attempt struct {
+	// Granted is true when the hold was taken; Grant describes it.
+	Granted bool
+	Grant
+	// RetryIn (not granted) is a hint of when the lock may be free: the
+	// conflicting lease's remaining time, or a waiter's liveness deadline;
+	// always > 0.
+	RetryIn time.Duration
+}
+
 // Holder is one owner of a lock and its re-entry count.
 type Holder struct {
-	// Owner is the owner string given to TryAcquire.
+	// Owner is the owner string given to TryAcquire (see ParseOwner).
 	Owner string
 	// Count is the owner's re-entry count (1 without re-entry).
 	Count int
@@ -161,6 +217,9 @@ type Holder struct {
 
 // Info describes the current state of a lock.
 type Info struct {
+	// Held is false when nobody holds the lock (Waiting may still count
+	// waiters).
+	Held bool
 	// Mode is Exclusive while there is an exclusive hold (even when its
 	// owner also took a shared hold to downgrade), else Shared.
 	Mode Mode
@@ -169,169 +228,63 @@ type Info struct {
 	Owners []Holder
 	// TTL is the remaining lease: of the exclusive hold, or the longest one
 	// of the shared holds (when the lock frees itself if nobody renews).
+	// In-process locks without a ttl report -1.
 	TTL time.Duration
 	// AcquiredAt is when the exclusive hold, or the oldest shared hold, was
 	// acquired.
 	AcquiredAt time.Time
 	// Token is the fencing token of the exclusive hold, or the highest one
-	// of the shared holds.
+	// of the shared holds (0 for in-process locks).
 	Token int64
-	// Waiting is the number of live fair waiters.
+	// Waiting is the number of live waiters the backend knows of: fair
+	// waiters and waiting writers (in-process: the queued tasks).
 	Waiting int
 }
 
-// Backend is a lock service. Implementations are safe for concurrent use.
+// None is the value of operations that return nothing but an error.
+type None = struct{}
+
+// Backend is a distributed lock service. Its methods return operations
+// (store.Op): nothing happens until the operation runs, alone with Do or in
+// a batch (the Lua runtime sends the operations of one loop turn as one
+// pipeline). Redis operations are one script each; Memory operations are
+// local; Redlock operations are work that waits on several nodes.
+// Implementations are safe for concurrent use.
+//
 // Errors other than the sentinels come from the backend (I/O, a done
-// context) and name the operation and lock, e.g.
-// `lock: acquire "boss": dial tcp ...`.
+// context). Invalid arguments fail the operation before any I/O.
 type Backend interface {
 	// TryAcquire makes one atomic attempt to take name in mode for owner.
-	// Granted: ok == true and g describes the hold. Not obtained (a
-	// conflicting hold, a non-reentrant repeat, or a fair caller that is
-	// not at the head of the queue — then it is queued or its place
-	// refreshed, even if the lock is free): ok == false and retryIn is a
-	// hint of when to retry (the conflicting lease's remaining time, or the
-	// queue head's liveness deadline), always > 0. Errors: ErrUpgrade,
-	// ErrInvalid, backend errors.
-	TryAcquire(ctx context.Context, name, owner string, mode Mode, o Options) (g Grant, ok bool, retryIn time.Duration, err error)
-	// Release gives up one level of owner's hold in mode and returns the
-	// remaining re-entry count. At 0 the hold is deleted and, when that
-	// frees the lock for others (the exclusive hold, or the last shared
-	// hold), waiters are notified in the same atomic step. Errors:
-	// ErrNotHeld (the lock and other holds are left untouched),
-	// ErrInvalid, backend errors.
-	Release(ctx context.Context, name, owner string, mode Mode) (remaining int, err error)
+	// Errors: ErrUpgrade, ErrInvalid, backend errors.
+	TryAcquire(name, owner string, mode Mode, o Options) *store.Op[Attempt]
+	// Release gives up one level of owner's hold in mode (all levels with
+	// all) and returns the remaining re-entry count. At 0 the hold is
+	// deleted and, when that frees the lock for others (the exclusive hold,
+	// or the last shared hold), waiters are notified in the same atomic
+	// step. Errors: ErrNotHeld (the lock and other holds are left
+	// untouched), ErrInvalid, backend errors.
+	Release(name, owner string, mode Mode, all bool) *store.Op[int]
 	// Extend resets the lease of owner's hold in mode to ttl from now, only
 	// if owner still holds it. Errors: ErrNotHeld, ErrInvalid (also for
 	// ttl <= 0), backend errors.
-	Extend(ctx context.Context, name, owner string, mode Mode, ttl time.Duration) error
-	// Info returns the state of name; found is false when nobody holds it
-	// (Info.Waiting may still count fair waiters). Errors: ErrInvalid,
-	// backend errors.
-	Info(ctx context.Context, name string) (info Info, found bool, err error)
-	// LeaveQueue removes owner from name's fair queue (a waiter giving
-	// up). It is idempotent. Errors: ErrInvalid, backend errors.
-	LeaveQueue(ctx context.Context, name, owner string) error
-	// Watch calls fn whenever name is released or its fair queue advances,
-	// until cancel is called (cancel is idempotent; when it returns fn is
-	// not running and will not be called again). fn must be quick and must
-	// not block. Expiry is not announced. When Watch returns without error
-	// the watch is active: a release after that is seen. ctx bounds the
-	// setup only. Errors: ErrInvalid, ctx's error, backend errors.
-	Watch(ctx context.Context, name string, fn func()) (cancel func(), err error)
-}
-
-// Acquire is the blocking acquire: it calls TryAcquire, and while the lock
-// is not obtained waits for a wake-up from b.Watch or min(retry, retryIn),
-// whichever comes first, and tries again. retry <= 0 means no fixed
-// interval: it waits for a wake-up or retryIn.
-//
-// It gives up after maxRetries attempts in total (0: unlimited) with
-// ErrNotObtained, or when ctx ends with an error wrapping both
-// ErrNotObtained and ctx's error. A fair waiter leaves the queue when it
-// gives up. With Fair and a zero WaiterTTL it uses DefaultWaiterTTL(retry),
-// and it never waits longer than half the WaiterTTL between attempts, so a
-// live waiter keeps its place.
-//
-// The watch is set up only after a first attempt fails (an uncontended
-// acquire costs one round trip), and the attempt right after it is made at
-// once, so a release that happens while the watch is being set up is not
-// missed. If Watch fails for another reason than ctx, Acquire polls.
-// TryAcquire errors (ErrUpgrade, ErrInvalid, backend errors) end Acquire at
-// once and are returned as they are.
-func Acquire(ctx context.Context, b Backend, name, owner string, mode Mode, o Options, retry time.Duration, maxRetries int) (Grant, error) {
-	if o.Fair && o.WaiterTTL <= 0 {
-		o.WaiterTTL = DefaultWaiterTTL(retry)
-	}
-	leave := func() {
-		if o.Fair {
-			// Best effort, also when ctx is done; a failure only leaves
-			// the entry to be purged after WaiterTTL.
-			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_ = b.LeaveQueue(lctx, name, owner)
-			cancel()
-		}
-	}
-	ctxDone := func() (Grant, error) {
-		leave()
-		return Grant{}, fmt.Errorf("%w: %q: %w", ErrNotObtained, name, ctx.Err())
-	}
-
-	var (
-		wake     chan struct{}
-		unwatch  func()
-		watched  bool
-		attempts int
-		timer    *time.Timer
-	)
-	defer func() {
-		if unwatch != nil {
-			unwatch()
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		if err := ctx.Err(); err != nil {
-			return ctxDone()
-		}
-		g, ok, retryIn, err := b.TryAcquire(ctx, name, owner, mode, o)
-		attempts++
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctxDone()
-			}
-			leave()
-			return Grant{}, err
-		}
-		if ok {
-			return g, nil
-		}
-		if maxRetries > 0 && attempts >= maxRetries {
-			leave()
-			return Grant{}, fmt.Errorf("%w: %q after %d attempts", ErrNotObtained, name, attempts)
-		}
-		if !watched {
-			watched = true
-			wake = make(chan struct{}, 1)
-			cancel, werr := b.Watch(ctx, name, func() {
-				select {
-				case wake <- struct{}{}:
-				default:
-				}
-			})
-			if werr == nil {
-				unwatch = cancel
-				continue // try again at once: a release during setup is not lost
-			}
-			if ctx.Err() != nil {
-				return ctxDone()
-			}
-			// Watch unavailable: poll.
-		}
-		wait := retryIn
-		if retry > 0 && (wait <= 0 || retry < wait) {
-			wait = retry
-		}
-		if o.Fair && wait > o.WaiterTTL/2 {
-			wait = o.WaiterTTL / 2
-		}
-		if wait <= 0 {
-			wait = time.Millisecond
-		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-ctx.Done():
-			return ctxDone()
-		case <-wake:
-		case <-timer.C:
-		}
-	}
+	Extend(name, owner string, mode Mode, ttl time.Duration) *store.Op[None]
+	// Info returns the state of name. Errors: ErrInvalid, backend errors.
+	Info(name string) *store.Op[Info]
+	// LeaveQueue removes owner's waiter entries of name: its place in the
+	// fair queue and its writer intent (a waiter giving up). It is
+	// idempotent. Errors: ErrInvalid, backend errors.
+	LeaveQueue(name, owner string) *store.Op[None]
+	// Watch calls fn whenever name is released, its fair queue advances or
+	// its last waiting writer leaves, until cancel is called. fn must be
+	// quick and must not block. Expiry is not announced.
+	//
+	// ready is called exactly once, from any goroutine and possibly before
+	// Watch returns: with nil once the watch is active (a release after
+	// that is seen), or with the error that prevented it (ErrInvalid, no
+	// bus, a subscription failure); fn is never called after a failure.
+	// cancel is idempotent; after it, ready may never come, and fn is not
+	// called again except by a wake-up already being delivered.
+	Watch(name string, fn func(), ready func(error)) (cancel func())
 }
 
 // ttlMillis is a lease in whole milliseconds, at least 1.
@@ -339,9 +292,13 @@ func ttlMillis(d time.Duration) int64 {
 	return max(d.Milliseconds(), 1)
 }
 
-// opErr wraps err with the operation and lock name.
+// opErr wraps err with the operation and lock name, once.
 func opErr(op, name string, err error) error {
-	return fmt.Errorf("lock: %s %q: %w", op, name, err)
+	prefix := fmt.Sprintf("lock: %s %q: ", op, name)
+	if err == nil || strings.HasPrefix(err.Error(), prefix) {
+		return err
+	}
+	return fmt.Errorf("%s%w", prefix, err)
 }
 
 // invalid returns an ErrInvalid error.
@@ -377,6 +334,14 @@ func checkTTL(op, name string, ttl time.Duration) error {
 		return invalid(op, name, fmt.Sprintf("ttl %v must be > 0", ttl))
 	}
 	return nil
+}
+
+// waiterTTL is o's WaiterTTL in milliseconds.
+func waiterTTL(o Options) int64 {
+	if o.WaiterTTL > 0 {
+		return ttlMillis(o.WaiterTTL)
+	}
+	return ttlMillis(DefaultWaiterTTL(0))
 }
 
 // hashTag returns the part of key Redis Cluster hashes: the first

@@ -8,20 +8,22 @@ import (
 	"time"
 
 	"github.com/shieldrt/shieldglobal/core/pubsub"
+	"github.com/shieldrt/shieldglobal/core/store"
 )
 
 // Memory is an in-process Backend with the same semantics as Redis, step
 // for step (the conformance suite checks both): leases, re-entry, shared
-// holds with their own leases, fencing tokens, the fair queue with purging
-// of silent waiters, and wake-ups.
+// holds with their own leases, fencing tokens, the fair queue and writer
+// intents with purging of silent waiters, and wake-ups. Its operations are
+// local (store.Local): they run where the caller runs them, without I/O.
 //
 // It starts no goroutine: leases and waiter deadlines are compared with the
 // clock when the lock is next touched. Watch callbacks are called
 // synchronously by the goroutine whose Release (or queue change) triggers
 // them, after the backend's mutex is released, so they may call the
 // backend. Token counters are kept for every name ever locked, like the
-// Redis token keys. Methods fail only on invalid arguments, with the
-// sentinels, or when ctx is already done.
+// Redis token keys. Operations fail only on invalid arguments, with the
+// sentinels.
 type Memory struct {
 	now func() time.Time
 	bus *pubsub.Memory // wake-ups; its channels are lock names
@@ -40,7 +42,8 @@ type memLock struct {
 	exp      int64 // ms; alive while now <= exp
 
 	readers map[string]*memHold
-	queue   []memWaiter // fair waiters in arrival order
+	queue   []memWaiter      // fair waiters in arrival order
+	writers map[string]int64 // waiting writers (not fair) -> liveness deadline (ms)
 }
 
 type memHold struct {
@@ -78,11 +81,12 @@ func (m *Memory) nowMs() int64 { return m.now().UnixMilli() }
 func (m *Memory) state(name string, now int64) *memLock {
 	l := m.locks[name]
 	if l == nil {
-		l = &memLock{readers: make(map[string]*memHold)}
+		l = &memLock{readers: make(map[string]*memHold), writers: make(map[string]int64)}
 		m.locks[name] = l
 	}
 	l.purgeHolds(now)
 	l.purgeWaiters(now)
+	l.purgeWriters(now)
 	return l
 }
 
@@ -101,9 +105,40 @@ func (l *memLock) purgeWaiters(now int64) {
 	l.queue = slices.DeleteFunc(l.queue, func(w memWaiter) bool { return now > w.deadline })
 }
 
+func (l *memLock) purgeWriters(now int64) {
+	for o, d := range l.writers {
+		if now > d {
+			delete(l.writers, o)
+		}
+	}
+}
+
+// otherWriter returns the earliest liveness deadline of another owner's
+// live writer intent.
+func (l *memLock) otherWriter(owner string, now int64) (int64, bool) {
+	var first int64
+	found := false
+	for o, d := range l.writers {
+		if o != owner && d >= now && (!found || d < first) {
+			first, found = d, true
+		}
+	}
+	return first, found
+}
+
+func (l *memLock) liveWriters(now int64) int {
+	n := 0
+	for _, d := range l.writers {
+		if d >= now {
+			n++
+		}
+	}
+	return n
+}
+
 // gc forgets name's lock when nothing is left of it (tokens stay).
 func (m *Memory) gc(name string, l *memLock) {
-	if l.owner == "" && len(l.readers) == 0 && len(l.queue) == 0 {
+	if l.owner == "" && len(l.readers) == 0 && len(l.queue) == 0 && len(l.writers) == 0 {
 		delete(m.locks, name)
 	}
 }
@@ -152,23 +187,22 @@ func (m *Memory) notify(name string) {
 }
 
 // TryAcquire makes one attempt, exactly as scripts/acquire.lua does.
-// Errors: ErrUpgrade, ErrInvalid, ctx's error.
-func (m *Memory) TryAcquire(ctx context.Context, name, owner string, mode Mode, o Options) (Grant, bool, time.Duration, error) {
+// Errors: ErrUpgrade, ErrInvalid.
+func (m *Memory) TryAcquire(name, owner string, mode Mode, o Options) *store.Op[Attempt] {
 	const op = "acquire"
 	if err := checkArgs(op, name, owner, mode); err != nil {
-		return Grant{}, false, 0, err
+		return store.Failed[Attempt](err)
 	}
 	if err := checkTTL(op, name, o.TTL); err != nil {
-		return Grant{}, false, 0, err
+		return store.Failed[Attempt](err)
 	}
-	if err := ctx.Err(); err != nil {
-		return Grant{}, false, 0, opErr(op, name, err)
-	}
+	return store.Local(func() (Attempt, error) { return m.tryAcquire(name, owner, mode, o) })
+}
+
+func (m *Memory) tryAcquire(name, owner string, mode Mode, o Options) (Attempt, error) {
+	const op = "acquire"
 	ttl := ttlMillis(o.TTL)
-	wttl := ttlMillis(DefaultWaiterTTL(0))
-	if o.WaiterTTL > 0 {
-		wttl = ttlMillis(o.WaiterTTL)
-	}
+	wttl := waiterTTL(o)
 
 	m.mu.Lock()
 	now := m.nowMs()
@@ -193,17 +227,22 @@ func (m *Memory) TryAcquire(ctx context.Context, name, owner string, mode Mode, 
 	}
 	switch code {
 	case stGranted:
-		return g, true, 0, nil
+		return Attempt{Granted: true, Grant: g}, nil
 	case stRefused:
-		return Grant{}, false, time.Duration(retry) * time.Millisecond, nil
+		return Attempt{RetryIn: time.Duration(retry) * time.Millisecond}, nil
 	}
-	return Grant{}, false, 0, statusErr(op, name, code)
+	return Attempt{}, statusErr(op, name, code)
 }
 
 func (m *Memory) attempt(l *memLock, name, owner string, mode Mode, o Options, now, ttl, wttl int64) (code int64, g Grant, retryIn int64) {
 	refuse := func(retry int64) (int64, Grant, int64) {
-		if o.Fair {
+		switch {
+		case !o.Waiting:
+		case o.Fair:
 			l.enqueue(owner, now+wttl)
+		case mode == Exclusive:
+			l.purgeWriters(now)
+			l.writers[owner] = now + wttl
 		}
 		return stRefused, Grant{}, retry
 	}
@@ -248,15 +287,25 @@ func (m *Memory) attempt(l *memLock, name, owner string, mode Mode, o Options, n
 		if holder != "" && holder != owner {
 			return refuse(pttl())
 		}
+		if !o.Fair && holder != owner {
+			if d, ok := l.otherWriter(owner, now); ok {
+				return stRefused, Grant{}, max(d-now, 1)
+			}
+		}
 	}
 
 	if o.Fair && holder != owner {
 		if h := l.head(); h != "" && h != owner {
-			l.enqueue(owner, now+wttl)
+			if o.Waiting {
+				l.enqueue(owner, now+wttl)
+			}
 			return stRefused, Grant{}, max(l.queue[0].deadline-now, 1)
 		}
 	}
 	l.leave(owner)
+	if mode == Exclusive {
+		delete(l.writers, owner)
+	}
 
 	m.tokens[name]++
 	token := m.tokens[name]
@@ -268,16 +317,17 @@ func (m *Memory) attempt(l *memLock, name, owner string, mode Mode, o Options, n
 	return grant(token, 1, now)
 }
 
-// Release gives up one level of owner's hold, exactly as
-// scripts/release.lua does. Errors: ErrNotHeld, ErrInvalid, ctx's error.
-func (m *Memory) Release(ctx context.Context, name, owner string, mode Mode) (int, error) {
+// Release gives up one level of owner's hold (every level with all),
+// exactly as scripts/release.lua does. Errors: ErrNotHeld, ErrInvalid.
+func (m *Memory) Release(name, owner string, mode Mode, all bool) *store.Op[int] {
+	if err := checkArgs("release", name, owner, mode); err != nil {
+		return store.Failed[int](err)
+	}
+	return store.Local(func() (int, error) { return m.release(name, owner, mode, all) })
+}
+
+func (m *Memory) release(name, owner string, mode Mode, all bool) (int, error) {
 	const op = "release"
-	if err := checkArgs(op, name, owner, mode); err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, opErr(op, name, err)
-	}
 	m.mu.Lock()
 	l := m.state(name, m.nowMs())
 	remaining, wake, code := -1, false, int64(stGranted)
@@ -286,6 +336,9 @@ func (m *Memory) Release(ctx context.Context, name, owner string, mode Mode) (in
 			code = stNotHeld
 		} else {
 			l.count--
+			if all {
+				l.count = 0
+			}
 			remaining = l.count
 			if l.count == 0 {
 				l.owner = ""
@@ -297,6 +350,9 @@ func (m *Memory) Release(ctx context.Context, name, owner string, mode Mode) (in
 			code = stNotHeld
 		} else {
 			h.count--
+			if all {
+				h.count = 0
+			}
 			remaining = h.count
 			if h.count == 0 {
 				delete(l.readers, owner)
@@ -316,18 +372,20 @@ func (m *Memory) Release(ctx context.Context, name, owner string, mode Mode) (in
 }
 
 // Extend resets owner's lease to ttl, exactly as scripts/extend.lua does.
-// Errors: ErrNotHeld, ErrInvalid, ctx's error.
-func (m *Memory) Extend(ctx context.Context, name, owner string, mode Mode, ttl time.Duration) error {
+// Errors: ErrNotHeld, ErrInvalid.
+func (m *Memory) Extend(name, owner string, mode Mode, ttl time.Duration) *store.Op[None] {
 	const op = "extend"
 	if err := checkArgs(op, name, owner, mode); err != nil {
-		return err
+		return store.Failed[None](err)
 	}
 	if err := checkTTL(op, name, ttl); err != nil {
-		return err
+		return store.Failed[None](err)
 	}
-	if err := ctx.Err(); err != nil {
-		return opErr(op, name, err)
-	}
+	return store.Local(func() (None, error) { return None{}, m.extend(name, owner, mode, ttl) })
+}
+
+func (m *Memory) extend(name, owner string, mode Mode, ttl time.Duration) error {
+	const op = "extend"
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.nowMs()
@@ -348,30 +406,31 @@ func (m *Memory) Extend(ctx context.Context, name, owner string, mode Mode, ttl 
 	return nil
 }
 
-// Info returns name's state, as scripts/info.lua does. Errors: ErrInvalid,
-// ctx's error.
-func (m *Memory) Info(ctx context.Context, name string) (Info, bool, error) {
-	const op = "info"
-	if err := checkName(op, name); err != nil {
-		return Info{}, false, err
+// Info returns name's state, as scripts/info.lua does. Errors: ErrInvalid.
+func (m *Memory) Info(name string) *store.Op[Info] {
+	if err := checkName("info", name); err != nil {
+		return store.Failed[Info](err)
 	}
-	if err := ctx.Err(); err != nil {
-		return Info{}, false, opErr(op, name, err)
-	}
+	return store.Local(func() (Info, error) { return m.info(name), nil })
+}
+
+func (m *Memory) info(name string) Info {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.nowMs()
 	l := m.state(name, now)
 	defer m.gc(name, l)
-	info := Info{Waiting: len(l.queue)}
+	info := Info{Waiting: len(l.queue) + l.liveWriters(now)}
 	switch {
 	case l.owner != "":
+		info.Held = true
 		info.Mode = Exclusive
 		info.Owners = []Holder{{Owner: l.owner, Count: l.count}}
 		info.TTL = time.Duration(max(l.exp-now, 0)) * time.Millisecond
 		info.AcquiredAt = time.UnixMilli(l.acquired)
 		info.Token = l.token
 	case len(l.readers) > 0:
+		info.Held = true
 		info.Mode = Shared
 		var last, oldest int64
 		for o, h := range l.readers {
@@ -385,29 +444,35 @@ func (m *Memory) Info(ctx context.Context, name string) (Info, bool, error) {
 		slices.SortFunc(info.Owners, func(a, b Holder) int { return strings.Compare(a.Owner, b.Owner) })
 		info.TTL = time.Duration(max(last-now, 0)) * time.Millisecond
 		info.AcquiredAt = time.UnixMilli(oldest)
-	default:
-		return info, false, nil
 	}
-	return info, true, nil
+	return info
 }
 
-// LeaveQueue removes owner from name's fair queue, as scripts/leave.lua
-// does. Errors: ErrInvalid, ctx's error.
-func (m *Memory) LeaveQueue(ctx context.Context, name, owner string) error {
-	const op = "leave queue"
-	if err := checkArgs(op, name, owner, Exclusive); err != nil {
-		return err
+// LeaveQueue removes owner from name's fair queue and its writer intent, as
+// scripts/leave.lua does. Errors: ErrInvalid.
+func (m *Memory) LeaveQueue(name, owner string) *store.Op[None] {
+	if err := checkArgs("leave queue", name, owner, Exclusive); err != nil {
+		return store.Failed[None](err)
 	}
-	if err := ctx.Err(); err != nil {
-		return opErr(op, name, err)
-	}
+	return store.Local(func() (None, error) { m.leaveQueue(name, owner); return None{}, nil })
+}
+
+func (m *Memory) leaveQueue(name, owner string) {
 	m.mu.Lock()
 	l := m.locks[name]
 	wake := false
 	if l != nil {
+		now := m.nowMs()
+		free := l.owner == "" || now > l.exp
+		if _, ok := l.writers[owner]; ok {
+			delete(l.writers, owner)
+			if l.liveWriters(now) == 0 && free {
+				wake = true
+			}
+		}
 		wasHead := l.head() == owner
 		// The script does not purge here; neither does this.
-		if l.leave(owner) && wasHead && l.head() != "" && (l.owner == "" || m.nowMs() > l.exp) {
+		if l.leave(owner) && wasHead && l.head() != "" && free {
 			wake = true
 		}
 		m.gc(name, l)
@@ -416,25 +481,25 @@ func (m *Memory) LeaveQueue(ctx context.Context, name, owner string) error {
 	if wake {
 		m.notify(name)
 	}
-	return nil
 }
 
-// Watch registers fn for name's wake-ups until cancel. Errors: ErrInvalid,
-// ctx's error.
-func (m *Memory) Watch(ctx context.Context, name string, fn func()) (func(), error) {
+// Watch registers fn for name's wake-ups until cancel; ready is called
+// before it returns. ready fails with ErrInvalid.
+func (m *Memory) Watch(name string, fn func(), ready func(error)) func() {
 	const op = "watch"
 	if err := checkName(op, name); err != nil {
-		return nil, err
+		ready(err)
+		return func() {}
 	}
 	if fn == nil {
-		return nil, invalid(op, name, "nil func")
+		ready(invalid(op, name, "nil func"))
+		return func() {}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, opErr(op, name, err)
-	}
-	sub, err := m.bus.Subscribe(ctx, name, func(pubsub.Message) { fn() })
+	sub, err := m.bus.Subscribe(context.Background(), name, func(pubsub.Message) { fn() })
 	if err != nil {
-		return nil, opErr(op, name, err)
+		ready(opErr(op, name, err))
+		return func() {}
 	}
-	return sub.Unsubscribe, nil
+	ready(nil)
+	return sub.Unsubscribe
 }

@@ -23,15 +23,15 @@ func TestMemoryStartsNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
 	m := NewMemory(nil)
 	ctx := t.Context()
-	cancel, err := m.Watch(ctx, "l", func() {})
+	cancel, err := watchB(ctx, m, "l", func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cancel()
-	if _, ok, _, err := m.TryAcquire(ctx, "l", "A", Exclusive, Options{TTL: time.Second, Fair: true}); !ok || err != nil {
+	if _, ok, _, err := try(ctx, m, "l", "A", Exclusive, Options{TTL: time.Second, Fair: true}); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	if _, err := m.Release(ctx, "l", "A", Exclusive); err != nil {
+	if _, err := rel(ctx, m, "l", "A", Exclusive); err != nil {
 		t.Fatal(err)
 	}
 	if after := runtime.NumGoroutine(); after > before {
@@ -39,24 +39,28 @@ func TestMemoryStartsNoGoroutine(t *testing.T) {
 	}
 }
 
-// Locks that are free and have no waiters are forgotten; token counters
-// stay, so tokens keep growing.
+// Locks that are free and have no waiters (nor writer intents) are
+// forgotten; token counters stay, so tokens keep growing.
 func TestMemoryForgetsFreeLocks(t *testing.T) {
 	clock := testclock.New()
 	m := NewMemory(clock.Now)
 	ctx := t.Context()
-	g1, _, _, _ := m.TryAcquire(ctx, "l", "A", Exclusive, Options{TTL: time.Second})
-	m.Release(ctx, "l", "A", Exclusive)
-	m.TryAcquire(ctx, "e", "A", Shared, Options{TTL: time.Second})
+	g1, _, _, _ := try(ctx, m, "l", "A", Exclusive, Options{TTL: time.Second})
+	rel(ctx, m, "l", "A", Exclusive)
+	try(ctx, m, "e", "A", Shared, Options{TTL: time.Second})
+	try(ctx, m, "w", "A", Exclusive, Options{TTL: time.Minute})
+	try(ctx, m, "w", "W", Exclusive, Options{TTL: time.Second, Waiting: true})
+	rel(ctx, m, "w", "A", Exclusive)
 	clock.Advance(2 * time.Second)
-	m.Info(ctx, "e")
+	inf(ctx, m, "e")
+	inf(ctx, m, "w")
 	m.mu.Lock()
 	n := len(m.locks)
 	m.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("%d locks kept; want 0", n)
 	}
-	g2, ok, _, err := m.TryAcquire(ctx, "l", "B", Exclusive, Options{TTL: time.Second})
+	g2, ok, _, err := try(ctx, m, "l", "B", Exclusive, Options{TTL: time.Second})
 	if !ok || err != nil || g2.Token <= g1.Token {
 		t.Fatalf("token after forgetting: %d (first %d), %v %v", g2.Token, g1.Token, ok, err)
 	}

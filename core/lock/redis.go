@@ -1,12 +1,12 @@
 package lock
 
 import (
-	"context"
 	_ "embed"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,11 +28,11 @@ var (
 	//go:embed scripts/leave.lua
 	leaveSrc string
 
-	acquireScript = redis.NewScript(acquireSrc)
-	releaseScript = redis.NewScript(releaseSrc)
-	extendScript  = redis.NewScript(extendSrc)
-	infoScript    = redis.NewScript(infoSrc)
-	leaveScript   = redis.NewScript(leaveSrc)
+	acquireScript = store.NewScript("lock/acquire.lua", acquireSrc)
+	releaseScript = store.NewScript("lock/release.lua", releaseSrc)
+	extendScript  = store.NewScript("lock/extend.lua", extendSrc)
+	infoScript    = store.NewScript("lock/info.lua", infoSrc)
+	leaveScript   = store.NewScript("lock/leave.lua", leaveSrc)
 )
 
 // Script status codes, shared by both backends and mapped to errors by
@@ -58,12 +58,13 @@ func statusErr(op, name string, code int64) error {
 	case stUpgrade:
 		return fmt.Errorf("lock: %s %q: %w", op, name, ErrUpgrade)
 	}
-	return fmt.Errorf("lock: %s %q: unexpected script status %d", op, name, code)
+	return fmt.Errorf("lock: %s %q: %w: script status %d", op, name, store.ErrReply, code)
 }
 
-// Redis is a Backend on Redis, standalone or Cluster. Every operation is one
-// Lua script (scripts/*.lua, run with EVALSHA), so each is atomic and uses
-// the server's clock (TIME) for leases, acquired_at and queue order.
+// Redis is a Backend on Redis, standalone, Sentinel or Cluster. Every
+// operation is one Lua script (scripts/*.lua, run with EVALSHA), so each is
+// atomic, one round trip, and uses the server's clock (TIME) for leases,
+// acquired_at and queue order.
 //
 // Keys of lock name, with k = store.Keys{Prefix: prefix} (all share the hash
 // tag {name}, so every script runs in one Cluster slot):
@@ -74,371 +75,266 @@ func statusErr(op, name string, code int64) error {
 //	k.LockQueue(name)       zset   fair waiters: owner -> enqueue time (ms, strictly increasing)
 //	k.LockWaiters(name)     zset   fair waiters: owner -> liveness deadline (ms)
 //	k.LockToken(name)       string fencing-token counter; never expires (one small key per name ever locked)
+//	k.RWLockWriters(name)   zset   waiting writers (not fair): owner -> liveness deadline (ms)
 //
 // The hashes and sorted sets expire by themselves when their last lease or
 // waiter deadline passes, so an abandoned lock leaves only its token.
 //
-// Wake-ups: release and the fair-queue paths PUBLISH (inside the script) on
-// the server channel k.LockReleased(name) = <prefix>lock:released:{name}.
-// Watch subscribes to it through the bus given to NewRedis: a Redis bus on
-// the same deployment created without a prefix — pubsub.NewRedis(c, "", ev)
-// — so bus channels are the server's (it may be shared with other internal
-// channels; user channels live under <prefix>pubsub:, so they cannot
-// collide). Expiry is not published.
+// Wake-ups: the release, fair-queue and leave paths PUBLISH (inside the
+// script) on the server channel k.LockReleased(name). Watch subscribes to it
+// through the bus given to NewRedis, a bus that takes full channel names
+// (created without a prefix: pubsub.NewRedis(c, "", ev)); one subscription
+// per lock and process serves every watcher and lingers a while after the
+// last one leaves. Expiry is not published.
 //
-// Errors wrap the go-redis error with the operation and lock name, e.g.
-// `lock: release "boss": dial tcp ...`; the sentinels are wrapped the same
-// way.
+// Errors of a reply name the operation and lock, e.g. `lock: release "boss":
+// ...`; a failed connection comes as go-redis reports it (the Session adds
+// the operation and lock).
 type Redis struct {
-	c    redis.UniversalClient
-	keys store.Keys
-	bus  pubsub.Bus
-
-	mu      sync.Mutex
-	watches map[string]*watch // by channel
-	nextFn  uint64
+	c         redis.UniversalClient
+	keys      store.Keys
+	layoutErr error
+	watch     *watcher
+	seed      maphash.Seed
+	recent    [keyCacheSize]atomic.Pointer[lockKeySet] // the keys of recently used names
 }
 
-// watch is one subscription to a lock's release channel, shared by every
-// Watch of that lock in this process. It lingers a while after its last
-// watcher leaves, so a contended lock does not pay a SUBSCRIBE round trip
-// (and its confirmation) on every acquire.
-type watch struct {
-	sub   pubsub.Subscription
-	fns   map[uint64]func()
-	idle  *time.Timer
-	ready bool // subscribed; until then other Watch calls wait on done
-	done  chan struct{}
-	err   error
+// lockKeySet is the keys and channel of one lock name.
+type lockKeySet struct {
+	name    string
+	keys    [7]string
+	channel any // the wake-up channel, boxed once as a script argument
 }
 
-// watchLinger is how long an unwatched release channel stays subscribed.
-const watchLinger = 5 * time.Second
+// keyCacheSize is the number of names whose keys are kept (a direct-mapped
+// cache: a lock used again does not build its eight names again).
+const keyCacheSize = 1024
 
 var _ Backend = (*Redis)(nil)
 
 // NewRedis returns a Backend on c with keys under prefix, using bus for
 // Watch (see Redis for the bus it needs). It does no I/O and never fails; c
-// and bus stay owned by the caller. A nil bus makes Watch fail (Acquire then
-// polls).
+// and bus stay owned by the caller. With a nil bus, Watch fails (waiters
+// then retry at their retry interval).
 func NewRedis(c redis.UniversalClient, prefix string, bus pubsub.Bus) *Redis {
-	return &Redis{c: c, keys: store.Keys{Prefix: prefix}, bus: bus}
+	k := store.Keys{Prefix: prefix}
+	return &Redis{c: c, keys: k, layoutErr: checkLayout(k), watch: newWatcher(bus), seed: maphash.MakeSeed()}
 }
 
-// lockKeys returns the KEYS every script gets, after checking that they
-// share one hash slot (ErrInvalid otherwise: a bad name, or a prefix with an
-// unbalanced '{').
-func (r *Redis) lockKeys(op, name string) ([]string, error) {
+// lockKeys returns the KEYS every script gets and the wake-up channel.
+// Errors: ErrInvalid for a bad name, or for a prefix that would split a
+// lock's keys across hash slots (an unbalanced '{').
+func (r *Redis) lockKeys(op, name string) ([]string, any, error) {
 	if err := checkName(op, name); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	k := r.keys
-	keys := []string{k.Lock(name), k.RWLock(name), k.RWLockDeadlines(name),
-		k.LockQueue(name), k.LockWaiters(name), k.LockToken(name)}
+	if r.layoutErr != nil {
+		return nil, nil, fmt.Errorf("lock: %s %q: %w", op, name, r.layoutErr)
+	}
+	slot := &r.recent[maphash.String(r.seed, name)&(keyCacheSize-1)]
+	set := slot.Load()
+	if set == nil || set.name != name {
+		keys, channel := r.keys.LockKeys(name)
+		set = &lockKeySet{name: name, keys: keys, channel: channel}
+		slot.Store(set)
+	}
+	return set.keys[:], set.channel, nil
+}
+
+// checkLayout reports a prefix under which the keys of one lock would not
+// share a hash slot. That depends on the prefix only (lock names cannot
+// start with '}').
+func checkLayout(k store.Keys) error {
+	keys, _ := k.LockKeys("x")
 	tag := hashTag(keys[0])
 	for _, key := range keys[1:] {
 		if hashTag(key) != tag {
-			return nil, fmt.Errorf("lock: %s %q: %w: keys %q and %q would not share a hash slot (check the prefix %q)",
-				op, name, ErrInvalid, keys[0], key, k.Prefix)
+			return fmt.Errorf("%w: keys %q and %q would not share a hash slot (check the prefix %q)", ErrInvalid, keys[0], key, k.Prefix)
 		}
-	}
-	return keys, nil
-}
-
-func modeArg(m Mode) string {
-	if m == Shared {
-		return modeShrdArg
-	}
-	return modeExclArg
-}
-
-func boolArg(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
-// run runs s and returns its array reply.
-func (r *Redis) run(ctx context.Context, s *redis.Script, op, name string, keys []string, args ...any) ([]any, error) {
-	res, err := s.Run(ctx, r.c, keys, args...).Slice()
-	if err != nil {
-		return nil, opErr(op, name, err)
-	}
-	if len(res) == 0 {
-		return nil, fmt.Errorf("lock: %s %q: empty script reply", op, name)
-	}
-	return res, nil
-}
-
-// ints converts an all-integer script reply.
-func ints(op, name string, res []any) ([]int64, error) {
-	out := make([]int64, len(res))
-	for i, v := range res {
-		n, ok := v.(int64)
-		if !ok {
-			return nil, fmt.Errorf("lock: %s %q: unexpected script reply %v", op, name, res)
-		}
-		out[i] = n
-	}
-	return out, nil
-}
-
-// TryAcquire runs scripts/acquire.lua. Errors: ErrUpgrade, ErrInvalid, the
-// Redis error (wrapped as `lock: acquire "name": ...`).
-func (r *Redis) TryAcquire(ctx context.Context, name, owner string, mode Mode, o Options) (Grant, bool, time.Duration, error) {
-	const op = "acquire"
-	if err := checkArgs(op, name, owner, mode); err != nil {
-		return Grant{}, false, 0, err
-	}
-	if err := checkTTL(op, name, o.TTL); err != nil {
-		return Grant{}, false, 0, err
-	}
-	keys, err := r.lockKeys(op, name)
-	if err != nil {
-		return Grant{}, false, 0, err
-	}
-	wttl := o.WaiterTTL
-	if wttl <= 0 {
-		wttl = DefaultWaiterTTL(0)
-	}
-	res, err := r.run(ctx, acquireScript, op, name, keys,
-		owner, modeArg(mode), ttlMillis(o.TTL), boolArg(o.Reentrant), boolArg(o.Fair),
-		ttlMillis(wttl), r.keys.LockReleased(name))
-	if err != nil {
-		return Grant{}, false, 0, err
-	}
-	v, err := ints(op, name, res)
-	if err != nil {
-		return Grant{}, false, 0, err
-	}
-	switch {
-	case v[0] == stGranted && len(v) == 5:
-		return Grant{
-			Token:      v[1],
-			Count:      int(v[2]),
-			AcquiredAt: time.UnixMilli(v[3]),
-			TTL:        time.Duration(v[4]) * time.Millisecond,
-		}, true, 0, nil
-	case v[0] == stRefused && len(v) == 2:
-		return Grant{}, false, time.Duration(max(v[1], 1)) * time.Millisecond, nil
-	case v[0] < 0:
-		return Grant{}, false, 0, statusErr(op, name, v[0])
-	}
-	return Grant{}, false, 0, fmt.Errorf("lock: %s %q: unexpected script reply %v", op, name, v)
-}
-
-// Release runs scripts/release.lua. Errors: ErrNotHeld, ErrInvalid, the
-// Redis error.
-func (r *Redis) Release(ctx context.Context, name, owner string, mode Mode) (int, error) {
-	const op = "release"
-	if err := checkArgs(op, name, owner, mode); err != nil {
-		return 0, err
-	}
-	keys, err := r.lockKeys(op, name)
-	if err != nil {
-		return 0, err
-	}
-	res, err := r.run(ctx, releaseScript, op, name, keys, owner, modeArg(mode), r.keys.LockReleased(name))
-	if err != nil {
-		return 0, err
-	}
-	v, err := ints(op, name, res)
-	if err != nil {
-		return 0, err
-	}
-	if v[0] == stGranted && len(v) == 2 {
-		return int(v[1]), nil
-	}
-	if err := statusErr(op, name, v[0]); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("lock: %s %q: unexpected script reply %v", op, name, v)
-}
-
-// Extend runs scripts/extend.lua. Errors: ErrNotHeld, ErrInvalid, the
-// Redis error.
-func (r *Redis) Extend(ctx context.Context, name, owner string, mode Mode, ttl time.Duration) error {
-	const op = "extend"
-	if err := checkArgs(op, name, owner, mode); err != nil {
-		return err
-	}
-	if err := checkTTL(op, name, ttl); err != nil {
-		return err
-	}
-	keys, err := r.lockKeys(op, name)
-	if err != nil {
-		return err
-	}
-	res, err := r.run(ctx, extendScript, op, name, keys, owner, modeArg(mode), ttlMillis(ttl))
-	if err != nil {
-		return err
-	}
-	v, err := ints(op, name, res)
-	if err != nil {
-		return err
-	}
-	if v[0] == stGranted {
-		return nil
-	}
-	if err := statusErr(op, name, v[0]); err != nil {
-		return err
-	}
-	return fmt.Errorf("lock: %s %q: unexpected script reply %v", op, name, v)
-}
-
-// Info runs scripts/info.lua (read-only). Errors: ErrInvalid, the Redis
-// error.
-func (r *Redis) Info(ctx context.Context, name string) (Info, bool, error) {
-	const op = "info"
-	keys, err := r.lockKeys(op, name)
-	if err != nil {
-		return Info{}, false, err
-	}
-	res, err := r.run(ctx, infoScript, op, name, keys)
-	if err != nil {
-		return Info{}, false, err
-	}
-	bad := func() (Info, bool, error) {
-		return Info{}, false, fmt.Errorf("lock: %s %q: unexpected script reply %v", op, name, res)
-	}
-	if len(res) < 5 || len(res)%2 == 0 {
-		return bad()
-	}
-	mode, ok := res[0].(string)
-	if !ok {
-		return bad()
-	}
-	nums, err := ints(op, name, res[1:5])
-	if err != nil {
-		return Info{}, false, err
-	}
-	info := Info{Waiting: int(nums[3])}
-	if mode == "" {
-		return info, false, nil
-	}
-	info.TTL = time.Duration(nums[0]) * time.Millisecond
-	info.AcquiredAt = time.UnixMilli(nums[1])
-	info.Token = nums[2]
-	if mode == modeShrdArg {
-		info.Mode = Shared
-	}
-	for i := 5; i+1 < len(res); i += 2 {
-		o, ok1 := res[i].(string)
-		c, ok2 := res[i+1].(int64)
-		if !ok1 || !ok2 {
-			return bad()
-		}
-		info.Owners = append(info.Owners, Holder{Owner: o, Count: int(c)})
-	}
-	slices.SortFunc(info.Owners, func(a, b Holder) int { return strings.Compare(a.Owner, b.Owner) })
-	return info, true, nil
-}
-
-// LeaveQueue runs scripts/leave.lua. Errors: ErrInvalid, the Redis error.
-func (r *Redis) LeaveQueue(ctx context.Context, name, owner string) error {
-	const op = "leave queue"
-	if err := checkArgs(op, name, owner, Exclusive); err != nil {
-		return err
-	}
-	keys, err := r.lockKeys(op, name)
-	if err != nil {
-		return err
-	}
-	if err := leaveScript.Run(ctx, r.c, keys, owner, r.keys.LockReleased(name)).Err(); err != nil {
-		return opErr(op, name, err)
 	}
 	return nil
 }
 
+// Script arguments that are the same for every call, boxed once (an
+// argument is an `any`: boxing a string per call allocates).
+var (
+	argExcl, argShrd  any = modeExclArg, modeShrdArg
+	argTrue, argFalse any = "1", "0"
+)
+
+func modeArg(m Mode) any {
+	if m == Shared {
+		return argShrd
+	}
+	return argExcl
+}
+
+func boolArg(b bool) any {
+	if b {
+		return argTrue
+	}
+	return argFalse
+}
+
+// TryAcquire runs scripts/acquire.lua. Errors: ErrUpgrade, ErrInvalid, the
+// Redis error.
+func (r *Redis) TryAcquire(name, owner string, mode Mode, o Options) *store.Op[Attempt] {
+	const op = "acquire"
+	if err := checkArgs(op, name, owner, mode); err != nil {
+		return store.Failed[Attempt](err)
+	}
+	if err := checkTTL(op, name, o.TTL); err != nil {
+		return store.Failed[Attempt](err)
+	}
+	keys, channel, err := r.lockKeys(op, name)
+	if err != nil {
+		return store.Failed[Attempt](err)
+	}
+	cmd := acquireScript.Cmd(keys, owner, modeArg(mode), ttlMillis(o.TTL), boolArg(o.Reentrant), boolArg(o.Fair),
+		waiterTTL(o), channel, boolArg(o.Waiting))
+	return store.Commands(r.c, func() (Attempt, error) {
+		rep := store.ReadReply("lock: "+op, cmd.Cmd)
+		switch status := rep.Int(); {
+		case rep.Err() != nil:
+		case status == stGranted:
+			g := Grant{Token: rep.Int(), Count: int(rep.Int()), AcquiredAt: time.UnixMilli(rep.Int()), TTL: time.Duration(rep.Int()) * time.Millisecond}
+			if err := rep.End(); err != nil {
+				return Attempt{}, err
+			}
+			return Attempt{Granted: true, Grant: g}, nil
+		case status == stRefused:
+			retry := rep.Int()
+			if err := rep.End(); err != nil {
+				return Attempt{}, err
+			}
+			return Attempt{RetryIn: time.Duration(max(retry, 1)) * time.Millisecond}, nil
+		default:
+			if err := rep.End(); err != nil {
+				return Attempt{}, err
+			}
+			return Attempt{}, statusErr(op, name, status)
+		}
+		return Attempt{}, rep.Err()
+	}, cmd)
+}
+
+// Release runs scripts/release.lua. Errors: ErrNotHeld, ErrInvalid, the
+// Redis error.
+func (r *Redis) Release(name, owner string, mode Mode, all bool) *store.Op[int] {
+	const op = "release"
+	if err := checkArgs(op, name, owner, mode); err != nil {
+		return store.Failed[int](err)
+	}
+	keys, channel, err := r.lockKeys(op, name)
+	if err != nil {
+		return store.Failed[int](err)
+	}
+	cmd := releaseScript.Cmd(keys, owner, modeArg(mode), channel, boolArg(all))
+	return store.Commands(r.c, func() (int, error) {
+		rep := store.ReadReply("lock: "+op, cmd.Cmd)
+		status := rep.Int()
+		if status == stGranted {
+			n := rep.Int()
+			return int(n), rep.End()
+		}
+		if err := rep.End(); err != nil {
+			return 0, err
+		}
+		return 0, statusErr(op, name, status)
+	}, cmd)
+}
+
+// Extend runs scripts/extend.lua. Errors: ErrNotHeld, ErrInvalid, the Redis
+// error.
+func (r *Redis) Extend(name, owner string, mode Mode, ttl time.Duration) *store.Op[None] {
+	const op = "extend"
+	if err := checkArgs(op, name, owner, mode); err != nil {
+		return store.Failed[None](err)
+	}
+	if err := checkTTL(op, name, ttl); err != nil {
+		return store.Failed[None](err)
+	}
+	keys, _, err := r.lockKeys(op, name)
+	if err != nil {
+		return store.Failed[None](err)
+	}
+	cmd := extendScript.Cmd(keys, owner, modeArg(mode), ttlMillis(ttl))
+	return store.Commands(r.c, func() (None, error) {
+		rep := store.ReadReply("lock: "+op, cmd.Cmd)
+		status := rep.Int()
+		if err := rep.End(); err != nil {
+			return None{}, err
+		}
+		if status == stGranted {
+			return None{}, nil
+		}
+		return None{}, statusErr(op, name, status)
+	}, cmd)
+}
+
+// Info runs scripts/info.lua (read-only). Errors: ErrInvalid, the Redis
+// error.
+func (r *Redis) Info(name string) *store.Op[Info] {
+	const op = "info"
+	keys, _, err := r.lockKeys(op, name)
+	if err != nil {
+		return store.Failed[Info](err)
+	}
+	cmd := infoScript.Cmd(keys)
+	return store.Commands(r.c, func() (Info, error) {
+		rep := store.ReadReply("lock: "+op, cmd.Cmd)
+		mode := rep.Str()
+		ttl, acquired, token, waiting := rep.Int(), rep.Int(), rep.Int(), rep.Int()
+		info := Info{Waiting: int(waiting)}
+		if mode != "" {
+			info.Held = true
+			info.TTL = time.Duration(ttl) * time.Millisecond
+			info.AcquiredAt = time.UnixMilli(acquired)
+			info.Token = token
+			if mode == modeShrdArg {
+				info.Mode = Shared
+			}
+			for rep.Len() > 0 {
+				o := rep.Str()
+				info.Owners = append(info.Owners, Holder{Owner: o, Count: int(rep.Int())})
+			}
+		}
+		if err := rep.End(); err != nil {
+			return Info{}, err
+		}
+		slices.SortFunc(info.Owners, func(a, b Holder) int { return strings.Compare(a.Owner, b.Owner) })
+		return info, nil
+	}, cmd)
+}
+
+// LeaveQueue runs scripts/leave.lua. Errors: ErrInvalid, the Redis error.
+func (r *Redis) LeaveQueue(name, owner string) *store.Op[None] {
+	const op = "leave queue"
+	if err := checkArgs(op, name, owner, Exclusive); err != nil {
+		return store.Failed[None](err)
+	}
+	keys, channel, err := r.lockKeys(op, name)
+	if err != nil {
+		return store.Failed[None](err)
+	}
+	cmd := leaveScript.Cmd(keys, owner, channel)
+	return store.Commands(r.c, func() (None, error) {
+		if err := cmd.Err(); err != nil {
+			return None{}, opErr(op, name, err)
+		}
+		return None{}, nil
+	}, cmd)
+}
+
 // Watch subscribes fn to name's wake-up channel through the bus (see
-// Redis). Errors: ErrInvalid, an error when the backend has no bus, and the
-// bus's Subscribe error (ctx's error, pubsub.ErrClosed, Redis errors),
+// Redis). ready fails with ErrInvalid, an error when the backend has no bus,
+// or the bus's Subscribe error (pubsub.ErrClosed, Redis errors, a timeout),
 // wrapped as `lock: watch "name": ...`.
-func (r *Redis) Watch(ctx context.Context, name string, fn func()) (func(), error) {
+func (r *Redis) Watch(name string, fn func(), ready func(error)) func() {
 	const op = "watch"
-	if _, err := r.lockKeys(op, name); err != nil {
-		return nil, err
+	if _, _, err := r.lockKeys(op, name); err != nil {
+		ready(err)
+		return func() {}
 	}
-	if r.bus == nil {
-		return nil, fmt.Errorf("lock: %s %q: no pub/sub bus", op, name)
-	}
-	if fn == nil {
-		return nil, invalid(op, name, "nil func")
-	}
-	channel := r.keys.LockReleased(name)
-	r.mu.Lock()
-	if r.watches == nil {
-		r.watches = map[string]*watch{}
-	}
-	w := r.watches[channel]
-	if w == nil {
-		w = &watch{fns: map[uint64]func(){}, done: make(chan struct{})}
-		r.watches[channel] = w
-		r.mu.Unlock()
-		sub, err := r.bus.Subscribe(ctx, channel, func(pubsub.Message) { r.fire(w) })
-		r.mu.Lock()
-		w.sub, w.err, w.ready = sub, err, true
-		close(w.done)
-		if err != nil {
-			delete(r.watches, channel)
-			r.mu.Unlock()
-			return nil, opErr(op, name, err)
-		}
-	} else if !w.ready {
-		r.mu.Unlock()
-		select {
-		case <-w.done:
-		case <-ctx.Done():
-			return nil, opErr(op, name, ctx.Err())
-		}
-		if w.err != nil {
-			return nil, opErr(op, name, w.err)
-		}
-		r.mu.Lock()
-		if r.watches[channel] != w { // it lingered out meanwhile: start over
-			r.mu.Unlock()
-			return r.Watch(ctx, name, fn)
-		}
-	}
-	if w.idle != nil {
-		w.idle.Stop()
-		w.idle = nil
-	}
-	r.nextFn++
-	id := r.nextFn
-	w.fns[id] = fn
-	r.mu.Unlock()
-	return func() { r.unwatch(channel, w, id) }, nil
-}
-
-func (r *Redis) fire(w *watch) {
-	r.mu.Lock()
-	fns := make([]func(), 0, len(w.fns))
-	for _, fn := range w.fns {
-		fns = append(fns, fn)
-	}
-	r.mu.Unlock()
-	for _, fn := range fns {
-		fn()
-	}
-}
-
-func (r *Redis) unwatch(channel string, w *watch, id uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(w.fns, id)
-	if len(w.fns) > 0 || w.idle != nil {
-		return
-	}
-	w.idle = time.AfterFunc(watchLinger, func() {
-		r.mu.Lock()
-		if len(w.fns) > 0 || r.watches[channel] != w {
-			r.mu.Unlock()
-			return
-		}
-		delete(r.watches, channel)
-		r.mu.Unlock()
-		w.sub.Unsubscribe()
-	})
+	return r.watch.add(name, r.keys.LockReleased(name), fn, ready)
 }

@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"context"
 	"errors"
 	"net"
 	"os"
@@ -62,7 +61,7 @@ func TestRedisKeyLayout(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			g, ok, _, err := b.TryAcquire(ctx, lock, "node-1:7:co9", Exclusive, Options{TTL: time.Minute})
+			g, ok, _, err := try(ctx, b, lock, "node-1:7:co9", Exclusive, Options{TTL: time.Minute})
 			if !ok || err != nil {
 				t.Fatal(ok, err)
 			}
@@ -101,8 +100,8 @@ func TestRedisKeyLayout(t *testing.T) {
 			}
 
 			// A fair waiter is in the queue and the waiters set.
-			fair := Options{TTL: time.Minute, Fair: true, WaiterTTL: 30 * time.Second}
-			if _, ok, _, err := b.TryAcquire(ctx, lock, "w", Exclusive, fair); ok || err != nil {
+			fair := Options{TTL: time.Minute, Fair: true, Waiting: true, WaiterTTL: 30 * time.Second}
+			if _, ok, _, err := try(ctx, b, lock, "w", Exclusive, fair); ok || err != nil {
 				t.Fatal(ok, err)
 			}
 			q := c.ZRangeWithScores(ctx, k.LockQueue(lock), 0, -1).Val()
@@ -110,14 +109,32 @@ func TestRedisKeyLayout(t *testing.T) {
 			if len(q) != 1 || q[0].Member != "w" || len(w) != 1 || w[0].Member != "w" || w[0].Score <= q[0].Score {
 				t.Fatalf("queue %v, waiters %v", q, w)
 			}
-			if err := b.LeaveQueue(ctx, lock, "w"); err != nil {
+			if err := leave(ctx, b, lock, "w"); err != nil {
 				t.Fatal(err)
 			}
 			if n := c.Exists(ctx, k.LockQueue(lock), k.LockWaiters(lock)).Val(); n != 0 {
 				t.Fatalf("%d queue keys left after the only waiter left", n)
 			}
 
-			if _, err := b.Release(ctx, lock, "node-1:7:co9", Exclusive); err != nil {
+			// A waiting writer is in the writers set, with its liveness deadline.
+			if _, ok, _, err := try(ctx, b, lock, "writer", Exclusive, Options{TTL: time.Minute, Waiting: true, WaiterTTL: 30 * time.Second}); ok || err != nil {
+				t.Fatal(ok, err)
+			}
+			ws := c.ZRangeWithScores(ctx, k.RWLockWriters(lock), 0, -1).Val()
+			if len(ws) != 1 || ws[0].Member != "writer" || int64(ws[0].Score) <= g.AcquiredAt.UnixMilli() {
+				t.Fatalf("writers %v", ws)
+			}
+			if d := c.PTTL(ctx, k.RWLockWriters(lock)).Val(); d <= 0 || d > 31*time.Second {
+				t.Fatalf("writers PTTL %v; want the writer's liveness", d)
+			}
+			if err := leave(ctx, b, lock, "writer"); err != nil {
+				t.Fatal(err)
+			}
+			if n := c.Exists(ctx, k.RWLockWriters(lock)).Val(); n != 0 {
+				t.Fatal("writers key left after the only waiting writer left")
+			}
+
+			if _, err := rel(ctx, b, lock, "node-1:7:co9", Exclusive); err != nil {
 				t.Fatal(err)
 			}
 			msg, err := sub.ReceiveMessage(ctx)
@@ -129,7 +146,7 @@ func TestRedisKeyLayout(t *testing.T) {
 			}
 
 			// Shared holds.
-			r, ok, _, err := b.TryAcquire(ctx, lock, "reader", Shared, Options{TTL: time.Minute})
+			r, ok, _, err := try(ctx, b, lock, "reader", Shared, Options{TTL: time.Minute})
 			if !ok || err != nil {
 				t.Fatal(ok, err)
 			}
@@ -145,7 +162,7 @@ func TestRedisKeyLayout(t *testing.T) {
 					t.Fatalf("PTTL %s = %v; want the reader's lease", key, d)
 				}
 			}
-			if _, err := b.Release(ctx, lock, "reader", Shared); err != nil {
+			if _, err := rel(ctx, b, lock, "reader", Shared); err != nil {
 				t.Fatal(err)
 			}
 			if n := c.Exists(ctx, k.RWLock(lock), k.RWLockDeadlines(lock)).Val(); n != 0 {
@@ -154,7 +171,7 @@ func TestRedisKeyLayout(t *testing.T) {
 
 			if cc, ok := c.(*redis.ClusterClient); ok {
 				slot := cc.ClusterKeySlot(ctx, k.Lock(lock)).Val()
-				for _, key := range []string{k.RWLock(lock), k.RWLockDeadlines(lock), k.LockQueue(lock), k.LockWaiters(lock), k.LockToken(lock)} {
+				for _, key := range []string{k.RWLock(lock), k.RWLockDeadlines(lock), k.LockQueue(lock), k.LockWaiters(lock), k.LockToken(lock), k.RWLockWriters(lock)} {
 					if s := cc.ClusterKeySlot(ctx, key).Val(); s != slot {
 						t.Fatalf("%s in slot %d, lock in %d", key, s, slot)
 					}
@@ -170,19 +187,36 @@ func TestRedisBadPrefix(t *testing.T) {
 	defer c.Close()
 	for _, prefix := range []string{"a{b:", "x{}:"} {
 		b := NewRedis(c, prefix, nil)
-		_, _, _, err := b.TryAcquire(t.Context(), "l", "A", Exclusive, Options{TTL: time.Second})
+		_, _, _, err := try(t.Context(), b, "l", "A", Exclusive, Options{TTL: time.Second})
 		if !errors.Is(err, ErrInvalid) {
 			t.Fatalf("prefix %q: %v; want ErrInvalid", prefix, err)
 		}
 	}
 	// A prefix with a complete tag is fine (all keys share its slot).
 	b := NewRedis(c, "{app}:", nil)
-	if _, err := b.lockKeys("acquire", "l"); err != nil {
+	if _, _, err := b.lockKeys("acquire", "l"); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// On a closed port every operation fails with an error naming it.
+// LockKeys builds the same names as the single-key builders.
+func TestLockKeysMatchTheBuilders(t *testing.T) {
+	for _, prefix := range []string{"", "shield:", "{app}:"} {
+		k := store.Keys{Prefix: prefix}
+		for _, name := range []string{"boss", "a}b", "ключ {tag}", "x"} {
+			keys, channel := k.LockKeys(name)
+			want := [7]string{k.Lock(name), k.RWLock(name), k.RWLockDeadlines(name), k.LockQueue(name),
+				k.LockWaiters(name), k.LockToken(name), k.RWLockWriters(name)}
+			if keys != want || channel != k.LockReleased(name) {
+				t.Fatalf("LockKeys(%q) with prefix %q = %q, %q; want %q, %q", name, prefix, keys, channel, want, k.LockReleased(name))
+			}
+		}
+	}
+}
+
+// On a closed port every operation fails with the connection's error (a
+// Session adds the operation and lock: see TestSessionErrorsNameTheOperation),
+// never with a sentinel; Watch reports the failure through ready.
 func TestRedisErrors(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -195,33 +229,32 @@ func TestRedisErrors(t *testing.T) {
 	bus := pubsub.NewRedis(c, "", pubsub.Events{})
 	defer bus.Close()
 	b := NewRedis(c, "p:", bus)
+	b.watch.timeout = 300 * time.Millisecond
 	ctx := t.Context()
 	check := func(op string, err error) {
 		t.Helper()
-		if err == nil || !strings.Contains(err.Error(), "lock: "+op+` "l"`) {
-			t.Fatalf("%s on a closed port: %v; want an error naming the operation", op, err)
+		if err == nil || !strings.Contains(err.Error(), "connect") {
+			t.Fatalf("%s on a closed port: %v; want the connection error", op, err)
 		}
-		if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotObtained) {
-			t.Fatalf("%s: I/O error reported as %v", op, err)
+		for _, sentinel := range []error{ErrNotHeld, ErrTimeout, ErrLost, ErrInvalid} {
+			if errors.Is(err, sentinel) {
+				t.Fatalf("%s: I/O error reported as %v", op, err)
+			}
 		}
 	}
-	_, _, _, err = b.TryAcquire(ctx, "l", "A", Exclusive, Options{TTL: time.Second})
+	_, _, _, err = try(ctx, b, "l", "A", Exclusive, Options{TTL: time.Second})
 	check("acquire", err)
-	_, err = b.Release(ctx, "l", "A", Exclusive)
+	_, err = rel(ctx, b, "l", "A", Exclusive)
 	check("release", err)
-	check("extend", b.Extend(ctx, "l", "A", Exclusive, time.Second))
-	_, _, err = b.Info(ctx, "l")
+	check("extend", ext(ctx, b, "l", "A", Exclusive, time.Second))
+	_, _, err = inf(ctx, b, "l")
 	check("info", err)
-	check("leave queue", b.LeaveQueue(ctx, "l", "A"))
-	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	_, err = b.Watch(wctx, "l", func() {})
-	check("watch", err)
-	// Acquire returns the backend error as it is.
-	_, err = Acquire(ctx, b, "l", "A", Exclusive, Options{TTL: time.Second}, time.Millisecond, 0)
-	check("acquire", err)
-	// Without a bus, Watch fails and Acquire polls.
-	if _, err := NewRedis(c, "p:", nil).Watch(ctx, "l", func() {}); err == nil {
+	check("leave queue", leave(ctx, b, "l", "A"))
+	if _, err = watchB(ctx, b, "l", func() {}); err == nil || !strings.Contains(err.Error(), `lock: watch "l"`) {
+		t.Fatalf("watch on a closed port: %v", err)
+	}
+	// Without a bus, Watch fails at once.
+	if _, err := watchB(ctx, NewRedis(c, "p:", nil), "l", func() {}); err == nil {
 		t.Fatal("Watch without a bus succeeded")
 	}
 }
@@ -274,7 +307,7 @@ func TestRedlock(t *testing.T) {
 
 	acquire := func(owner string) (Grant, bool) {
 		t.Helper()
-		g, ok, retryIn, err := rl.TryAcquire(ctx, "l", owner, Exclusive, o)
+		g, ok, retryIn, err := try(ctx, rl, "l", owner, Exclusive, o)
 		if err != nil {
 			t.Fatalf("redlock acquire %s: %v", owner, err)
 		}
@@ -291,37 +324,37 @@ func TestRedlock(t *testing.T) {
 	if _, ok := acquire("B"); ok {
 		t.Fatal("B obtained a lock A holds")
 	}
-	info, found, err := rl.Info(ctx, "l")
+	info, found, err := inf(ctx, rl, "l")
 	if err != nil || !found || info.Owners[0].Owner != "A" {
 		t.Fatalf("Info %+v %v %v", info, found, err)
 	}
-	if err := rl.Extend(ctx, "l", "A", Exclusive, 20*time.Second); err != nil {
+	if err := ext(ctx, rl, "l", "A", Exclusive, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := rl.Extend(ctx, "l", "B", Exclusive, time.Second); !errors.Is(err, ErrNotHeld) {
+	if err := ext(ctx, rl, "l", "B", Exclusive, time.Second); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("extend by B: %v", err)
 	}
-	if n, err := rl.Release(ctx, "l", "A", Exclusive); err != nil || n != 0 {
+	if n, err := rel(ctx, rl, "l", "A", Exclusive); err != nil || n != 0 {
 		t.Fatalf("release: %d %v", n, err)
 	}
 
 	// A minority holding the lock blocks nobody: B holds node 0 only.
-	if _, ok, _, err := nodes[0].TryAcquire(ctx, "m", "B", Exclusive, o); !ok || err != nil {
+	if _, ok, _, err := try(ctx, nodes[0], "m", "B", Exclusive, o); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	if _, ok, _, err := rl.TryAcquire(ctx, "m", "A", Exclusive, o); !ok || err != nil {
+	if _, ok, _, err := try(ctx, rl, "m", "A", Exclusive, o); !ok || err != nil {
 		t.Fatalf("A with 2 of 3 nodes: %v %v", ok, err)
 	}
 	// And two owners cannot both reach a quorum.
-	if _, ok, _, err := rl.TryAcquire(ctx, "m", "B", Exclusive, o); ok || err != nil {
+	if _, ok, _, err := try(ctx, rl, "m", "B", Exclusive, o); ok || err != nil {
 		t.Fatalf("B: ok %v err %v; want refused", ok, err)
 	}
 	// The failed attempt undid what it got (B's re-entry on node 0),
 	// leaving A's quorum intact.
-	if info, found, _ := rl.Info(ctx, "m"); !found || info.Owners[0].Owner != "A" {
+	if info, found, _ := inf(ctx, rl, "m"); !found || info.Owners[0].Owner != "A" {
 		t.Fatalf("Info m: %+v %v", info, found)
 	}
-	if info, _, _ := nodes[0].Info(ctx, "m"); len(info.Owners) != 1 || info.Owners[0] != (Holder{"B", 1}) {
+	if info, _, _ := inf(ctx, nodes[0], "m"); len(info.Owners) != 1 || info.Owners[0] != (Holder{"B", 1}) {
 		t.Fatalf("node 0: %+v; want B's own hold back at count 1", info)
 	}
 
@@ -334,30 +367,30 @@ func TestRedlock(t *testing.T) {
 	if _, ok := acquire("B"); ok {
 		t.Fatal("B obtained a lock A holds (one node down)")
 	}
-	if err := rl.Extend(ctx, "l", "A", Exclusive, 10*time.Second); err != nil {
+	if err := ext(ctx, rl, "l", "A", Exclusive, 10*time.Second); err != nil {
 		t.Fatalf("extend with 2 of 3: %v", err)
 	}
-	if _, err := rl.Release(ctx, "l", "A", Exclusive); err != nil {
+	if _, err := rel(ctx, rl, "l", "A", Exclusive); err != nil {
 		t.Fatalf("release with 2 of 3: %v", err)
 	}
-	if _, err := Acquire(ctx, rl, "l", "C", Exclusive, o, 10*time.Millisecond, 0); err != nil {
-		t.Fatalf("Acquire helper on redlock: %v", err)
+	if _, ok, _, err := try(ctx, rl, "l", "C", Exclusive, o); !ok || err != nil {
+		t.Fatalf("acquire on redlock after the release: %v %v", ok, err)
 	}
-	if _, err := rl.Release(ctx, "l", "C", Exclusive); err != nil {
+	if _, err := rel(ctx, rl, "l", "C", Exclusive); err != nil {
 		t.Fatal(err)
 	}
 
 	// Two servers down: no quorum is possible.
 	servers[1].Stop()
-	_, ok, _, err = rl.TryAcquire(ctx, "l", "A", Exclusive, o)
+	_, ok, _, err = try(ctx, rl, "l", "A", Exclusive, o)
 	if ok || err == nil {
 		t.Fatalf("with 1 of 3 nodes: ok %v err %v; want an error", ok, err)
 	}
-	if err := rl.Extend(ctx, "l", "A", Exclusive, time.Second); err == nil {
+	if err := ext(ctx, rl, "l", "A", Exclusive, time.Second); err == nil {
 		t.Fatal("extend with 1 of 3 nodes succeeded")
 	}
 	// The surviving node was released by the failed attempt.
-	if _, found, err := nodes[0].Info(ctx, "l"); found || err != nil {
+	if _, found, err := inf(ctx, nodes[0], "l"); found || err != nil {
 		t.Fatalf("node 0 still holds after a failed attempt: %v %v", found, err)
 	}
 }
@@ -366,29 +399,29 @@ func TestRedlockConfig(t *testing.T) {
 	m := []Backend{NewMemory(nil), NewMemory(nil), NewMemory(nil)}
 	ctx := t.Context()
 	for _, q := range []int{0, 1, 4} {
-		_, _, _, err := NewRedlock(m, q).TryAcquire(ctx, "l", "A", Exclusive, Options{TTL: time.Second})
+		_, _, _, err := try(ctx, NewRedlock(m, q), "l", "A", Exclusive, Options{TTL: time.Second})
 		if !errors.Is(err, ErrInvalid) {
 			t.Fatalf("quorum %d of 3: %v; want ErrInvalid", q, err)
 		}
 	}
 	rl := NewRedlock(m, 2)
-	if _, _, _, err := rl.TryAcquire(ctx, "l", "A", Shared, Options{TTL: time.Second}); !errors.Is(err, ErrInvalid) {
+	if _, _, _, err := try(ctx, rl, "l", "A", Shared, Options{TTL: time.Second}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("shared: %v", err)
 	}
-	if _, _, _, err := rl.TryAcquire(ctx, "l", "A", Exclusive, Options{TTL: time.Second, Fair: true}); !errors.Is(err, ErrInvalid) {
+	if _, _, _, err := try(ctx, rl, "l", "A", Exclusive, Options{TTL: time.Second, Fair: true}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("fair: %v", err)
 	}
 	// Watch fires on release through any node.
 	ch := make(chan struct{}, 10)
-	cancel, err := rl.Watch(ctx, "l", func() { ch <- struct{}{} })
+	cancel, err := watchB(ctx, rl, "l", func() { ch <- struct{}{} })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cancel()
-	if _, ok, _, err := rl.TryAcquire(ctx, "l", "A", Exclusive, Options{TTL: time.Second}); !ok || err != nil {
+	if _, ok, _, err := try(ctx, rl, "l", "A", Exclusive, Options{TTL: time.Second}); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	if _, err := rl.Release(ctx, "l", "A", Exclusive); err != nil {
+	if _, err := rel(ctx, rl, "l", "A", Exclusive); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -396,7 +429,7 @@ func TestRedlockConfig(t *testing.T) {
 	default:
 		t.Fatal("no wake-up")
 	}
-	if _, err := rl.Release(ctx, "l", "A", Exclusive); !errors.Is(err, ErrNotHeld) {
+	if _, err := rel(ctx, rl, "l", "A", Exclusive); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("second release: %v", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/core/store"
 )
 
 // Redlock is a Backend for exclusive locks over N independent backends
@@ -25,7 +27,9 @@ import (
 // Redlock.
 //
 // Supported: Exclusive mode only (Shared fails with ErrInvalid), Reentrant,
-// not Fair (ErrInvalid: each node's queue would elect its own head).
+// not Fair (ErrInvalid: each node's queue would elect its own head). Its
+// operations are work (store.Work): each waits for every node, which it asks
+// concurrently.
 type Redlock struct {
 	nodes  []Backend
 	quorum int
@@ -84,50 +88,58 @@ func (r *Redlock) check(op, name string, mode Mode) error {
 }
 
 // TryAcquire tries every node at once (each bounded by o.TTL). It succeeds
-// when at least quorum nodes granted and validity = TTL − elapsed − drift is
-// still positive; Grant.TTL is that validity, Grant.Token the highest node
-// token, Grant.Count the highest node count, Grant.AcquiredAt the earliest.
+// as soon as quorum nodes granted while validity = TTL − elapsed − drift is
+// still positive (a slow or dead node is not awaited then); Grant.TTL is
+// that validity, Grant.Token the highest token of those nodes, Grant.Count
+// the highest count, Grant.AcquiredAt the earliest.
 // Otherwise every node that granted or failed (an error may hide a grant)
-// is released, and ok is false: retryIn is the longest retryIn of the nodes
-// that refused. Errors: ErrInvalid (bad configuration, Shared, Fair),
-// ErrUpgrade when a node refuses with it; when too many nodes fail for a
-// quorum to be possible even once the lock is free, the joined node errors.
-func (r *Redlock) TryAcquire(ctx context.Context, name, owner string, mode Mode, o Options) (Grant, bool, time.Duration, error) {
+// is released, and the attempt is refused: RetryIn is the longest RetryIn of
+// the nodes that refused. Errors: ErrInvalid (bad configuration, Shared,
+// Fair), ErrUpgrade when a node refuses with it; when too many nodes fail
+// for a quorum to be possible even once the lock is free, the joined node
+// errors.
+func (r *Redlock) TryAcquire(name, owner string, mode Mode, o Options) *store.Op[Attempt] {
 	const op = "acquire"
 	if err := r.check(op, name, mode); err != nil {
-		return Grant{}, false, 0, err
+		return store.Failed[Attempt](err)
 	}
 	if o.Fair {
-		return Grant{}, false, 0, invalid(op, name, "redlock does not support fair locks")
+		return store.Failed[Attempt](invalid(op, name, "redlock does not support fair locks"))
 	}
 	if err := checkTTL(op, name, o.TTL); err != nil {
-		return Grant{}, false, 0, err
+		return store.Failed[Attempt](err)
 	}
+	return store.Work(func(ctx context.Context) (Attempt, error) { return r.tryAcquire(ctx, name, owner, mode, o) })
+}
+
+func (r *Redlock) tryAcquire(ctx context.Context, name, owner string, mode Mode, o Options) (Attempt, error) {
+	const op = "acquire"
 	type result struct {
-		g       Grant
-		ok      bool
-		retryIn time.Duration
-		err     error
+		i   int
+		a   Attempt
+		err error
 	}
-	res := make([]result, len(r.nodes))
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, o.TTL)
-	r.each(func(i int, b Backend) {
-		g, ok, retryIn, err := b.TryAcquire(actx, name, owner, mode, o)
-		res[i] = result{g, ok, retryIn, err}
-	})
-	cancel()
-	elapsed := time.Since(start)
+	results := make(chan result, len(r.nodes))
+	for i, b := range r.nodes {
+		go func() {
+			a, err := b.TryAcquire(name, owner, mode, o).Do(actx)
+			results <- result{i, a, err}
+		}()
+	}
 	drift := time.Duration(float64(o.TTL)*driftFactor) + driftMin
-	validity := o.TTL - elapsed - drift
-
+	res := make([]result, len(r.nodes))
 	var (
-		granted, failed int
-		g               Grant
-		retryIn         time.Duration
-		errs            []error
+		granted, failed, answered int
+		g                         Grant
+		retryIn                   time.Duration
+		errs                      []error
 	)
-	for i, x := range res {
+	for answered < len(r.nodes) {
+		x := <-results
+		answered++
+		res[x.i] = x
 		switch {
 		case x.err != nil:
 			if errors.Is(x.err, ErrUpgrade) || errors.Is(x.err, ErrInvalid) {
@@ -136,43 +148,52 @@ func (r *Redlock) TryAcquire(ctx context.Context, name, owner string, mode Mode,
 				continue
 			}
 			failed++
-			errs = append(errs, fmt.Errorf("node %d: %w", i, x.err))
-		case x.ok:
+			errs = append(errs, fmt.Errorf("node %d: %w", x.i, x.err))
+		case x.a.Granted:
 			granted++
-			g.Token = max(g.Token, x.g.Token)
-			g.Count = max(g.Count, x.g.Count)
-			if g.AcquiredAt.IsZero() || x.g.AcquiredAt.Before(g.AcquiredAt) {
-				g.AcquiredAt = x.g.AcquiredAt
+			g.Token = max(g.Token, x.a.Token)
+			g.Count = max(g.Count, x.a.Count)
+			if g.AcquiredAt.IsZero() || x.a.AcquiredAt.Before(g.AcquiredAt) {
+				g.AcquiredAt = x.a.AcquiredAt
 			}
 		default:
-			retryIn = max(retryIn, x.retryIn)
+			retryIn = max(retryIn, x.a.RetryIn)
 		}
-	}
-	if granted >= r.quorum && validity > 0 {
-		g.TTL = validity
-		return g, true, 0, nil
+		if validity := o.TTL - time.Since(start) - drift; granted >= r.quorum && validity > 0 {
+			// A quorum holds it: the stragglers need not be awaited (a late
+			// grant of theirs is released with the rest).
+			go func(left int) {
+				for range left {
+					<-results
+				}
+				cancel()
+			}(len(r.nodes) - answered)
+			g.TTL = validity
+			return Attempt{Granted: true, Grant: g}, nil
+		}
 	}
 	// Undo: release where we were granted or cannot tell.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), o.TTL)
 	r.each(func(i int, b Backend) {
-		if res[i].ok || (res[i].err != nil && !errors.Is(res[i].err, ErrInvalid) && !errors.Is(res[i].err, ErrUpgrade)) {
-			b.Release(rctx, name, owner, mode)
+		if x := res[i]; x.a.Granted || x.err != nil && !errors.Is(x.err, ErrInvalid) && !errors.Is(x.err, ErrUpgrade) {
+			_, _ = b.Release(name, owner, mode, false).Do(rctx)
 		}
 	})
 	rcancel()
+	cancel()
 	for _, err := range errs {
 		if errors.Is(err, ErrUpgrade) || errors.Is(err, ErrInvalid) {
-			return Grant{}, false, 0, err
+			return Attempt{}, err
 		}
 	}
 	if len(r.nodes)-failed < r.quorum {
-		return Grant{}, false, 0, fmt.Errorf("lock: %s %q: redlock: %d of %d nodes failed, quorum %d impossible: %w",
+		return Attempt{}, fmt.Errorf("lock: %s %q: redlock: %d of %d nodes failed, quorum %d impossible: %w",
 			op, name, failed, len(r.nodes), r.quorum, errors.Join(errs...))
 	}
 	if retryIn <= 0 {
 		retryIn = max(drift, time.Millisecond)
 	}
-	return Grant{}, false, retryIn, nil
+	return Attempt{RetryIn: retryIn}, nil
 }
 
 // tally classifies per-node errors of Release and Extend.
@@ -205,56 +226,64 @@ func (r *Redlock) tally(op, name string, errs []error) (done int, err error) {
 // among the nodes that released. Errors: ErrNotHeld when fewer than quorum
 // nodes held it (the lock was lost or had expired); the joined node errors
 // when failures leave it unknown; ErrInvalid.
-func (r *Redlock) Release(ctx context.Context, name, owner string, mode Mode) (int, error) {
+func (r *Redlock) Release(name, owner string, mode Mode, all bool) *store.Op[int] {
 	const op = "release"
 	if err := r.check(op, name, mode); err != nil {
-		return 0, err
+		return store.Failed[int](err)
 	}
-	errs := make([]error, len(r.nodes))
-	rem := make([]int, len(r.nodes))
-	r.each(func(i int, b Backend) { rem[i], errs[i] = b.Release(ctx, name, owner, mode) })
-	if _, err := r.tally(op, name, errs); err != nil {
-		return 0, err
-	}
-	remaining := 0
-	for i, e := range errs {
-		if e == nil {
-			remaining = max(remaining, rem[i])
+	return store.Work(func(ctx context.Context) (int, error) {
+		errs := make([]error, len(r.nodes))
+		rem := make([]int, len(r.nodes))
+		r.each(func(i int, b Backend) { rem[i], errs[i] = b.Release(name, owner, mode, all).Do(ctx) })
+		if _, err := r.tally(op, name, errs); err != nil {
+			return 0, err
 		}
-	}
-	return remaining, nil
+		remaining := 0
+		for i, e := range errs {
+			if e == nil {
+				remaining = max(remaining, rem[i])
+			}
+		}
+		return remaining, nil
+	})
 }
 
 // Extend extends on every node and succeeds when at least quorum nodes
 // still held the lock. Errors: ErrNotHeld when fewer than quorum did; the
 // joined node errors when failures leave it unknown; ErrInvalid.
-func (r *Redlock) Extend(ctx context.Context, name, owner string, mode Mode, ttl time.Duration) error {
+func (r *Redlock) Extend(name, owner string, mode Mode, ttl time.Duration) *store.Op[None] {
 	const op = "extend"
 	if err := r.check(op, name, mode); err != nil {
-		return err
+		return store.Failed[None](err)
 	}
 	if err := checkTTL(op, name, ttl); err != nil {
-		return err
+		return store.Failed[None](err)
 	}
-	errs := make([]error, len(r.nodes))
-	r.each(func(i int, b Backend) { errs[i] = b.Extend(ctx, name, owner, mode, ttl) })
-	_, err := r.tally(op, name, errs)
-	return err
+	return store.Work(func(ctx context.Context) (None, error) {
+		errs := make([]error, len(r.nodes))
+		r.each(func(i int, b Backend) { _, errs[i] = b.Extend(name, owner, mode, ttl).Do(ctx) })
+		_, err := r.tally(op, name, errs)
+		return None{}, err
+	})
 }
 
 // Info asks every node and reports the lock as held when at least quorum
 // nodes agree on its exclusive owner (TTL: the shortest of theirs; Token:
 // the highest; AcquiredAt: the earliest; Waiting: the highest). Errors:
 // ErrInvalid; the joined node errors when fewer than quorum nodes answered.
-func (r *Redlock) Info(ctx context.Context, name string) (Info, bool, error) {
+func (r *Redlock) Info(name string) *store.Op[Info] {
 	const op = "info"
 	if err := r.check(op, name, Exclusive); err != nil {
-		return Info{}, false, err
+		return store.Failed[Info](err)
 	}
+	return store.Work(func(ctx context.Context) (Info, error) { return r.info(ctx, name) })
+}
+
+func (r *Redlock) info(ctx context.Context, name string) (Info, error) {
+	const op = "info"
 	infos := make([]Info, len(r.nodes))
-	found := make([]bool, len(r.nodes))
 	errs := make([]error, len(r.nodes))
-	r.each(func(i int, b Backend) { infos[i], found[i], errs[i] = b.Info(ctx, name) })
+	r.each(func(i int, b Backend) { infos[i], errs[i] = b.Info(name).Do(ctx) })
 	answered := 0
 	var nodeErrs []error
 	byOwner := map[string][]int{}
@@ -266,20 +295,20 @@ func (r *Redlock) Info(ctx context.Context, name string) (Info, bool, error) {
 		}
 		answered++
 		waiting = max(waiting, infos[i].Waiting)
-		if found[i] && infos[i].Mode == Exclusive && len(infos[i].Owners) == 1 {
+		if infos[i].Held && infos[i].Mode == Exclusive && len(infos[i].Owners) == 1 {
 			o := infos[i].Owners[0].Owner
 			byOwner[o] = append(byOwner[o], i)
 		}
 	}
 	if answered < r.quorum {
-		return Info{}, false, fmt.Errorf("lock: %s %q: redlock: only %d of %d nodes answered: %w",
+		return Info{}, fmt.Errorf("lock: %s %q: redlock: only %d of %d nodes answered: %w",
 			op, name, answered, len(r.nodes), errors.Join(nodeErrs...))
 	}
 	for _, idx := range byOwner {
 		if len(idx) < r.quorum {
 			continue
 		}
-		out := Info{Mode: Exclusive, Waiting: waiting}
+		out := Info{Held: true, Mode: Exclusive, Waiting: waiting}
 		for _, i := range idx {
 			in := infos[i]
 			if out.Owners == nil || in.Owners[0].Count > out.Owners[0].Count {
@@ -293,44 +322,69 @@ func (r *Redlock) Info(ctx context.Context, name string) (Info, bool, error) {
 				out.AcquiredAt = in.AcquiredAt
 			}
 		}
-		return out, true, nil
+		return out, nil
 	}
-	return Info{Waiting: waiting}, false, nil
+	return Info{Waiting: waiting}, nil
 }
 
-// LeaveQueue does nothing: Redlock has no fair queue. Errors: ErrInvalid
-// (bad configuration).
-func (r *Redlock) LeaveQueue(ctx context.Context, name, owner string) error {
-	return r.check("leave queue", name, Exclusive)
+// LeaveQueue removes owner's writer intents on every node (Redlock has no
+// fair queue). Errors: ErrInvalid (bad configuration); node failures are
+// ignored (an intent left behind lapses by itself).
+func (r *Redlock) LeaveQueue(name, owner string) *store.Op[None] {
+	if err := r.check("leave queue", name, Exclusive); err != nil {
+		return store.Failed[None](err)
+	}
+	return store.Work(func(ctx context.Context) (None, error) {
+		r.each(func(_ int, b Backend) { _, _ = b.LeaveQueue(name, owner).Do(ctx) })
+		return None{}, nil
+	})
 }
 
 // Watch watches every node; fn may be called once per node for one
-// release. It succeeds when at least one node's watch was set up (the
-// others' failures only cost wake-ups); cancel stops them all. Errors:
-// ErrInvalid; the joined node errors when every node failed.
-func (r *Redlock) Watch(ctx context.Context, name string, fn func()) (func(), error) {
+// release. ready reports success once one node's watch is active (the
+// others' failures only cost wake-ups), or the joined node errors when every
+// node failed; ErrInvalid at once for a bad configuration. cancel stops
+// them all.
+func (r *Redlock) Watch(name string, fn func(), ready func(error)) func() {
 	const op = "watch"
 	if err := r.check(op, name, Exclusive); err != nil {
-		return nil, err
+		ready(err)
+		return func() {}
 	}
-	cancels := make([]func(), len(r.nodes))
-	errs := make([]error, len(r.nodes))
-	r.each(func(i int, b Backend) { cancels[i], errs[i] = b.Watch(ctx, name, fn) })
-	var ok []func()
-	for _, c := range cancels {
-		if c != nil {
-			ok = append(ok, c)
-		}
-	}
-	if len(ok) == 0 {
-		return nil, fmt.Errorf("lock: %s %q: redlock: %w", op, name, errors.Join(errs...))
+	var (
+		mu      sync.Mutex
+		settled bool
+		failed  []error
+	)
+	cancels := make([]func(), 0, len(r.nodes))
+	for i, b := range r.nodes {
+		cancels = append(cancels, b.Watch(name, fn, func(err error) {
+			mu.Lock()
+			if settled {
+				mu.Unlock()
+				return
+			}
+			if err == nil {
+				settled = true
+				mu.Unlock()
+				ready(nil)
+				return
+			}
+			failed = append(failed, fmt.Errorf("node %d: %w", i, err))
+			all := len(failed) == len(r.nodes)
+			settled = all
+			mu.Unlock()
+			if all {
+				ready(fmt.Errorf("lock: %s %q: redlock: %w", op, name, errors.Join(failed...)))
+			}
+		}))
 	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			for _, c := range ok {
+			for _, c := range cancels {
 				c()
 			}
 		})
-	}, nil
+	}
 }

@@ -16,26 +16,23 @@ func TestWatchSharesAndReusesTheSubscription(t *testing.T) {
 	b, _ := newRedisBackend(t, c)
 	ctx := context.Background()
 	first := make(chan struct{}, 4)
-	cancel1, err := b.Watch(ctx, "w", func() { first <- struct{}{} })
+	cancel1, err := watchB(ctx, b, "w", func() { first <- struct{}{} })
 	if err != nil {
 		t.Fatal(err)
 	}
 	second := make(chan struct{}, 4)
-	cancel2, err := b.Watch(ctx, "w", func() { second <- struct{}{} })
+	cancel2, err := watchB(ctx, b, "w", func() { second <- struct{}{} })
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.mu.Lock()
-	shared := len(b.watches) == 1
-	b.mu.Unlock()
-	if !shared {
+	if b.watch.subscriptions() != 1 {
 		t.Fatal("two watchers of one lock did not share a subscription")
 	}
 	release := func() {
-		if _, ok, _, err := b.TryAcquire(ctx, "w", "owner", Exclusive, Options{TTL: time.Minute}); !ok || err != nil {
+		if _, ok, _, err := try(ctx, b, "w", "owner", Exclusive, Options{TTL: time.Minute}); !ok || err != nil {
 			t.Fatalf("acquire: %v %v", ok, err)
 		}
-		if _, err := b.Release(ctx, "w", "owner", Exclusive); err != nil {
+		if _, err := rel(ctx, b, "w", "owner", Exclusive); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -52,7 +49,7 @@ func TestWatchSharesAndReusesTheSubscription(t *testing.T) {
 	// Lingering: a new watcher reuses the subscription, and the cancelled
 	// ones are not called.
 	third := make(chan struct{}, 4)
-	cancel3, err := b.Watch(ctx, "w", func() { third <- struct{}{} })
+	cancel3, err := watchB(ctx, b, "w", func() { third <- struct{}{} })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +69,7 @@ func TestWatchUnsubscribesAfterLinger(t *testing.T) {
 	c := testredis.Standalone(t)
 	b, prefix := newRedisBackend(t, c)
 	ctx := context.Background()
-	cancel, err := b.Watch(ctx, "linger", func() {})
+	cancel, err := watchB(ctx, b, "linger", func() {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,10 +53,52 @@ func (k Keys) RWLockDeadlines(name string) string {
 	return k.Prefix + "rwlock:deadlines:{" + name + "}"
 }
 
+// RWLockWriters is the sorted set of the writers waiting for a lock outside
+// fair mode (writer intents): member = owner, score = the server time
+// (milliseconds) after which a writer that did not retry is purged. While
+// it holds a live intent of another owner, new shared holds are refused:
+// <prefix>rwlock:writers:{name}.
+func (k Keys) RWLockWriters(name string) string { return k.Prefix + "rwlock:writers:{" + name + "}" }
+
 // LockReleased is the channel on which a lock's scripts announce that it
-// was released (or that its fair queue advanced), so waiters retry at once:
+// was released (or that its fair queue advanced, or its last waiting writer
+// left), so waiters retry at once; it is also the internal bus's channel:
 // <prefix>lock:released:{name}.
 func (k Keys) LockReleased(name string) string { return k.Prefix + "lock:released:{" + name + "}" }
+
+// LockKeys returns every key of lock name in the order the lock scripts take
+// them — Lock, RWLock, RWLockDeadlines, LockQueue, LockWaiters, LockToken,
+// RWLockWriters — and its LockReleased channel: the same strings as those
+// builders, as substrings of one string (one allocation per operation).
+func (k Keys) LockKeys(name string) (keys [7]string, channel string) {
+	p := k.Prefix
+	parts := [8][2]string{
+		{"lock:{", "}"}, {"rwlock:{", "}"}, {"rwlock:deadlines:{", "}"}, {"lock:queue:{", "}"},
+		{"lock:waiters:{", "}"}, {"lock:token:{", "}"}, {"rwlock:writers:{", "}"}, {"lock:released:{", "}"},
+	}
+	n := 0
+	for _, part := range parts {
+		n += len(p) + len(part[0]) + len(name) + len(part[1])
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, part := range parts {
+		b.WriteString(p)
+		b.WriteString(part[0])
+		b.WriteString(name)
+		b.WriteString(part[1])
+	}
+	all := b.String()
+	var out [8]string
+	at := 0
+	for i, part := range parts {
+		l := len(p) + len(part[0]) + len(name) + len(part[1])
+		out[i] = all[at : at+l]
+		at += l
+	}
+	copy(keys[:], out[:7])
+	return keys, out[7]
+}
 
 // GlobEscape escapes Redis glob metacharacters so s matches only itself
 // inside a PSUBSCRIBE pattern.

@@ -32,22 +32,25 @@ for kind, new in pairs(kinds) do
 		it("excludes other tasks and hands over in FIFO order", function()
 			local l = new(name(kind .. ":fifo"))
 			assert.is_true(l:acquire())
-			local order = {}
-			for i = 1, 3 do
+			local order, inside, overlap = {}, 0, false
+			for i = 1, 4 do
 				shield.spawn(function()
 					local me = new(name(kind .. ":fifo"))
 					assert(me:acquire(5000))
+					inside = inside + 1
+					overlap = overlap or inside > 1
 					order[#order + 1] = i
+					shield.sleep(2) -- the section yields: the others run, and must keep waiting
+					inside = inside - 1
 					me:release()
 				end)
 				shield.sleep(5) -- queue them in a known order
 			end
 			assert.are.same({}, order)
 			assert.is_true(l:release())
-			assert.is_true(wait_for(function() return #order == 3 end))
-			if kind ~= "distributed_write_lock" then
-				assert.are.same({ 1, 2, 3 }, order)
-			end
+			assert.is_true(wait_for(function() return #order == 4 end))
+			assert.is_false(overlap)
+			assert.are.same({ 1, 2, 3, 4 }, order)
 		end)
 
 		it("is re-entrant by default and counts releases", function()
@@ -120,9 +123,81 @@ for kind, new in pairs(kinds) do
 			end)
 			assert.is_true(wait_for(function() return taken ~= nil end))
 			assert.is_true(taken)
+			assert.is_true(l:lost()) -- one source of truth: lost() says so before release() does
 			local ok, why = l:release()
 			assert.is_false(ok)
 			assert.are.equal("lost", why)
+			assert.is_true(l:lost())
+		end)
+
+		it("runs on_lost when a forgotten lease runs out", function()
+			local lost_name, why
+			local l = new(name(kind .. ":onlost"), {
+				ttl = 40, auto_extend = false,
+				on_lost = function(n, reason) lost_name, why = n, reason end,
+			})
+			assert.is_true(l:acquire())
+			assert.is_true(wait_for(function() return lost_name ~= nil end))
+			assert.are.equal(name(kind .. ":onlost"), lost_name)
+			assert.truthy(why:find("lease ran out"))
+			assert.is_true(l:lost())
+			local ok, reason = l:release()
+			assert.is_false(ok)
+			assert.are.equal("lost", reason)
+		end)
+
+		it("gives up after max_retries attempts, also against a holder in this process", function()
+			local l = new(name(kind .. ":mr"))
+			assert.is_true(l:acquire())
+			local one, one_why
+			shield.spawn(function()
+				one, one_why = new(name(kind .. ":mr"), { max_retries = 1 }):acquire(5000)
+			end)
+			-- One failed attempt: an answer at once, not after the 5 s timeout.
+			assert.is_true(wait_for(function() return one_why ~= nil end, 1000))
+			assert.is_false(one)
+			assert.are.equal("timeout", one_why)
+			-- Three attempts, at most `retry` apart when no release comes:
+			-- it gives up after two retry intervals.
+			local three, three_why, started, ended
+			shield.spawn(function()
+				started = shield.now_ms()
+				three, three_why = new(name(kind .. ":mr"), { max_retries = 3, retry = 40 }):acquire(10000)
+				ended = shield.now_ms()
+			end)
+			assert.is_true(wait_for(function() return three_why ~= nil end, 3000))
+			assert.is_false(three)
+			assert.are.equal("timeout", three_why)
+			assert.is_true(ended - started >= 2 * 40 - 2, tostring(ended - started))
+			l:release()
+		end)
+
+		it("releases what a task still holds when it ends", function()
+			local done = false
+			shield.spawn(function()
+				assert(new(name(kind .. ":end")):acquire())
+				pcall(function() assert(new(name(kind .. ":end2")):acquire()) end)
+				coroutine.wrap(function() assert(new(name(kind .. ":end3")):acquire()) end)()
+				done = true -- returns holding all three
+			end)
+			assert.is_true(wait_for(function() return done end))
+			for _, n in ipairs({ ":end", ":end2", ":end3" }) do
+				assert.is_true(wait_for(function() return new(name(kind .. n)):try_acquire() end), n)
+				new(name(kind .. n)):release()
+			end
+		end)
+
+		it("checks self in every method", function()
+			local l = new(name(kind .. ":self"))
+			for _, m in ipairs({ "acquire", "try_acquire", "release", "extend", "auto_extend", "owner", "ttl", "info",
+				"token", "lost", "on_lost", "name", "with" }) do
+				for _, bad in ipairs({ newproxy(), shield.global and shield.global() or newproxy(true), {}, 42 }) do
+					assert.error_matches(function() l[m](bad) end, "bad argument #1 to '" .. m .. "' %(shield%.[%w_:]+ expected, got ")
+				end
+			end
+			if kind ~= "mutex" then
+				assert.error_matches(function() l.acquire(shield.mutex(name("other"))) end, "bad argument #1 to 'acquire'")
+			end
 		end)
 
 		it("keeps a short lease alive with auto_extend", function()
@@ -142,6 +217,9 @@ for kind, new in pairs(kinds) do
 			assert.error_matches(function() new(name("bad"), { bogus = 1 }) end, 'unknown option "bogus"')
 			assert.error_matches(function() new(name("bad"), { ttl = 10000000 }) end, "exceeds lock.max_ttl")
 			assert.error_matches(function() new(name("bad"), { reentrant = 1 }) end, "option reentrant: boolean expected")
+			assert.error_matches(function() new(name("bad"), { ttl = 1 / 0 }) end, "option ttl must be a finite number of milliseconds >= 1, got inf")
+			assert.error_matches(function() new(name("bad"), { retry = 0 / 0 }) end, "option retry must be a finite number of milliseconds >= 1, got nan")
+			assert.error_matches(function() new(name("bad"), { max_retries = 1.5 }) end, "option max_retries must be a whole number")
 			local l = new(name("bad"))
 			assert.error_matches(function() l:acquire(-1) end, "timeout must be >= 0")
 			assert.error_matches(function() l:extend("x") end, "bad argument #2 to 'extend'")

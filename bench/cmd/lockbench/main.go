@@ -51,6 +51,7 @@ var (
 	flagRuntimes = flag.Int("runtimes", 4, "contended shield case: Lua states (on one Module) the waiters are spread over")
 	flagMaxOps   = flag.Int("max-ops", 10_000_000, "count bound of every loop (per case and round)")
 	flagCmds     = flag.Bool("cmds", true, "also print the Redis commands per op (INFO commandstats)")
+	flagSections = flag.String("sections", "", "run only these sections (comma-separated numbers, e.g. 1,4); default all")
 )
 
 const (
@@ -228,6 +229,7 @@ func main() {
 		sec1 = "1"
 		sec2 = "2"
 		sec3 = "3"
+		sec4 = "4"
 	)
 	const (
 		rawName   = "raw EVALSHA `return 1` (1 round trip)"
@@ -253,11 +255,11 @@ func main() {
 		`local l = shield.distributed_mutex("u1:k" .. (i % 64), {ttl = 30000}); assert(l:acquire()); assert(l:release())`, 8))
 	c := goCase(sec1, "shield core/lock TryAcquire+Release from Go (same scripts, no Lua; reference)", floorName, func(i int) error {
 		name := "u2:k" + strconv.Itoa(i%keySpace)
-		_, ok, _, err := mod.Locks.TryAcquire(ctx, name, "lockbench:go", lock.Exclusive, lock.Options{TTL: lockTTL, Reentrant: true})
-		if err != nil || !ok {
-			return fmt.Errorf("TryAcquire %q: ok=%v err=%v", name, ok, err)
+		a, err := mod.Locks.TryAcquire(name, "lockbench:go", lock.Exclusive, lock.Options{TTL: lockTTL, Reentrant: true}).Do(ctx)
+		if err != nil || !a.Granted {
+			return fmt.Errorf("TryAcquire %q: granted=%v err=%v", name, a.Granted, err)
 		}
-		_, err = mod.Locks.Release(ctx, name, "lockbench:go", lock.Exclusive)
+		_, err = mod.Locks.Release(name, "lockbench:go", lock.Exclusive, false).Do(ctx)
 		return err
 	})
 	c.note = "isolates the Lua binding's cost"
@@ -311,11 +313,42 @@ func main() {
 			}, nil
 		}))
 
+	const bsmParallel = "bsm/redislock Obtain+Release, 32 goroutines, distinct keys"
+	cases = append(cases, goParallelCase(sec4, bsmParallel, "", 32, func(w, i int) error {
+		l, err := rl.Obtain(ctx, prefix+"rlp:"+strconv.Itoa(w)+":"+strconv.Itoa(i%8), lockTTL, nil)
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx)
+	}))
+	cases = append(cases, luaParallelCase(sec4, "shield distributed_mutex, 32 tasks in 1 runtime, distinct keys (auto_extend = false)", bsmParallel, rt, 32,
+		`local ls = {}; for k = 0, 7 do ls[k] = shield.distributed_mutex("p0:" .. t .. ":" .. k, {ttl = 30000, auto_extend = false}) end`,
+		`ls[i % 8]`))
+	cases = append(cases, luaParallelCase(sec4, "shield distributed_mutex, 32 tasks in 1 runtime, distinct keys, watchdog on", bsmParallel, rt, 32,
+		`local ls = {}; for k = 0, 7 do ls[k] = shield.distributed_mutex("p1:" .. t .. ":" .. k, {ttl = 30000}) end`,
+		`ls[i % 8]`))
+	cases = append(cases, luaParallelCase(sec4, "shield distributed_mutex, 32 tasks in 1 runtime, distinct keys, object made per pair", bsmParallel, rt, 32,
+		``, `shield.distributed_mutex("p2:" .. t .. ":" .. (i % 8), {ttl = 30000, auto_extend = false})`))
+
 	cases = append(cases, luaCase(sec3, emptyName, "", rt, "", `empty()`, 1024))
 	cases = append(cases, luaCase(sec3, "shield.mutex acquire+release (object made once)", emptyName, rt,
 		`local m = shield.mutex("local0")`, `assert(m:acquire()); assert(m:release())`, 1024))
 	cases = append(cases, luaCase(sec3, "shield.mutex(name) + acquire+release (object per iteration)", emptyName, rt,
 		"", `local m = shield.mutex("local1"); assert(m:acquire()); assert(m:release())`, 1024))
+
+	if *flagSections != "" {
+		keep := map[string]bool{}
+		for _, sec := range strings.Split(*flagSections, ",") {
+			keep[strings.TrimSpace(sec)] = true
+		}
+		kept := cases[:0]
+		for _, c := range cases {
+			if keep[c.section] {
+				kept = append(kept, c)
+			}
+		}
+		cases = kept
+	}
 
 	// ---- header
 	load, _ := os.ReadFile("/proc/loadavg")
@@ -466,6 +499,94 @@ func luaCase(section, name, baseline string, rt *shieldglobal.Runtime, setup, bo
 			first += s.n
 			return s
 		}}
+}
+
+// ---- concurrent callers on distinct keys
+
+// goParallelCase: n goroutines each loop op(w, i) for d.
+func goParallelCase(section, name, baseline string, n int, op func(w, i int) error) *bcase {
+	run := func(d time.Duration) sample {
+		start := time.Now()
+		deadline := start.Add(d)
+		var (
+			mu    sync.Mutex
+			wg    sync.WaitGroup
+			total int
+		)
+		for w := 0; w < n; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				i := 0
+				for ; i < *flagMaxOps/n && time.Now().Before(deadline); i++ {
+					if err := op(w, i); err != nil {
+						fatalf("%s: %v", name, err)
+					}
+				}
+				mu.Lock()
+				total += i
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		return sample{n: total, elapsed: time.Since(start)}
+	}
+	return &bcase{section: section, name: name, baseline: baseline,
+		warm: func() { run(min(*flagDuration/10, 300*time.Millisecond)) },
+		run:  run}
+}
+
+// luaParallelSrc: ntasks tasks of one runtime each run setup (t in scope),
+// then loop acquire+release on the lock the expression lock (t and i in
+// scope) gives, until the deadline.
+const luaParallelSrc = `
+local ntasks, deadline, maxops = ...
+local count, finished = 0, 0
+local t0 = clock()
+for t = 1, ntasks do
+  shield.spawn(function()
+    %s
+    local i = 0
+    while i < maxops and clock() < deadline do
+      i = i + 1
+      local l = %s
+      assert(l:acquire())
+      assert(l:release())
+    end
+    count = count + i
+    finished = finished + 1
+  end)
+end
+while finished < ntasks do shield.sleep(5) end
+RESULT = {done = count, elapsed = clock() - t0}
+`
+
+func luaParallelCase(section, name, baseline string, rt *shieldglobal.Runtime, n int, setup, lock string) *bcase {
+	src := fmt.Sprintf(luaParallelSrc, setup, lock)
+	run := func(d time.Duration) sample {
+		deadline := clock() + d.Seconds()
+		if err := rt.RunString(src, "parallel.lua", lua.LNumber(n), lua.LNumber(deadline), lua.LNumber(*flagMaxOps/n)); err != nil {
+			fatalf("%s: %v", name, err)
+		}
+		var s sample
+		err := rt.Do(func(L *lua.LState) error {
+			t, ok := L.GetGlobal("RESULT").(*lua.LTable)
+			if !ok {
+				return errors.New("no RESULT")
+			}
+			s.n = int(lua.LVAsNumber(t.RawGetString("done")))
+			s.elapsed = time.Duration(float64(lua.LVAsNumber(t.RawGetString("elapsed"))) * float64(time.Second))
+			L.SetGlobal("RESULT", lua.LNil)
+			return nil
+		})
+		if err != nil {
+			fatalf("%s: result: %v", name, err)
+		}
+		return s
+	}
+	return &bcase{section: section, name: name, baseline: baseline,
+		warm: func() { run(min(*flagDuration/10, 300*time.Millisecond)) },
+		run:  run}
 }
 
 // ---- contended
@@ -737,6 +858,7 @@ func printTable(cases []*bcase, byName map[string]*bcase) {
 	fmt.Println("1.x: uncontended acquire+release pairs on distinct keys, one caller (ops = pairs).")
 	fmt.Println("2.x: contended, one key; ops = successful acquires (grants) per second; \"handoffs\" = grants that changed the owner.")
 	fmt.Println("3.x: in-process, one Lua state; ops = loop iterations.")
+	fmt.Println("4.x: 32 concurrent callers, each on its own keys (cycling over 8), acquire+release pairs (ops = pairs).")
 }
 
 // quantile returns the q-quantile of ws (nearest rank).
@@ -791,6 +913,7 @@ func printSummary(cases []*bcase) {
 	fmt.Println("\nshield against the peers (peer ÷ shield; > 1 = shield slower):")
 	cmp("uncontended pairs, shield from Lua (no watchdog) vs bsm/redislock", "shield distributed_mutex from Lua (auto", "bsm/redislock Obtain", false)
 	cmp("uncontended pairs, shield from Lua (no watchdog) vs go-redsync", "shield distributed_mutex from Lua (auto", "go-redsync Lock", false)
+	cmp("32 callers on distinct keys, shield tasks (no watchdog) vs bsm/redislock goroutines", "shield distributed_mutex, 32 tasks in 1 runtime, distinct keys (auto", "bsm/redislock Obtain+Release, 32", false)
 	cmp("contended grants, shield 1 runtime vs bsm/redislock", shield1, "bsm/redislock, ", false)
 	cmp("contended grants, shield 1 runtime vs go-redsync", shield1, "go-redsync, ", false)
 	cmp("contended handoffs to another waiter, shield 1 runtime vs bsm/redislock", shield1, "bsm/redislock, ", true)

@@ -30,12 +30,11 @@
 package local
 
 import (
-	"github.com/shieldrt/shieldglobal/core/lock"
-
 	"cmp"
 	"errors"
 	"hash/maphash"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,28 +42,44 @@ import (
 )
 
 // ErrNotHeld is returned by Release and Extend when the owner holds nothing
-// of that name in that mode (including when its hold has expired).
+// of that name in that mode (including when its hold has expired). It is
+// also lock.ErrNotHeld: errors.Is matches both packages' errors.
 var ErrNotHeld = errors.New("lock: not held by this owner")
 
 // ErrUpgrade is returned by TryAcquire and Acquire when an owner that holds
 // a lock Shared (and not Exclusive) asks for it Exclusive. Waiting would
 // deadlock on the owner's own read hold, so it is refused; release the
-// read hold first.
-var ErrUpgrade = errors.New("lock: cannot upgrade a shared hold to exclusive")
+// read hold first. It is also lock.ErrUpgrade.
+var ErrUpgrade = errors.New("lock: cannot upgrade a read lock to a write lock")
 
 // ErrInvalidMode is returned by TryAcquire and Acquire for a Mode that is
 // neither Exclusive nor Shared.
 var ErrInvalidMode = errors.New("lock: invalid mode")
 
-// Mode is the way a lock is held: the same type as the distributed locks'.
-type Mode = lock.Mode
+// Mode is the way a lock is held. core/lock uses the same type (lock.Mode
+// is an alias of it) for distributed locks.
+type Mode int
 
-// The modes: Exclusive (shield.mutex, shield.spinlock, rwlock:write_lock())
-// and Shared (rwlock:read_lock()).
+// The modes: Exclusive (shield.mutex, shield.spinlock, rwlock:write_lock(),
+// a distributed mutex) and Shared (rwlock:read_lock()).
 const (
-	Exclusive = lock.Exclusive
-	Shared    = lock.Shared
+	// Exclusive excludes every other hold.
+	Exclusive Mode = iota
+	// Shared coexists with other shared holds and excludes exclusive ones
+	// (except the owner's own: a writer may also read, see downgrades).
+	Shared
 )
+
+// String returns "exclusive", "shared" or "Mode(n)".
+func (m Mode) String() string {
+	switch m {
+	case Exclusive:
+		return "exclusive"
+	case Shared:
+		return "shared"
+	}
+	return "Mode(" + strconv.Itoa(int(m)) + ")"
+}
 
 func validMode(m Mode) bool { return m == Exclusive || m == Shared }
 

@@ -1,20 +1,24 @@
 -- acquire.lua: one atomic attempt to take a lock (exclusive or shared).
 --
--- KEYS (all share the hash tag {name}; every lock script gets all six):
+-- KEYS (all share the hash tag {name}; every lock script gets all seven):
 --   KEYS[1] lock       hash   the exclusive hold: owner, count, token, acquired_at (ms); PEXPIRE = lease
 --   KEYS[2] readers    hash   the shared holds: owner -> "count:token:acquired_at_ms"
 --   KEYS[3] deadlines  zset   owner -> lease deadline (ms) of its shared hold
 --   KEYS[4] queue      zset   fair waiters: owner -> enqueue time (ms, strictly increasing)
 --   KEYS[5] waiters    zset   fair waiters: owner -> liveness deadline (ms); purged once passed
 --   KEYS[6] token      string fencing-token counter, INCR once per new hold, never expires
+--   KEYS[7] writers    zset   waiting writers outside fair mode: owner -> liveness deadline (ms);
+--                             a live one of another owner holds back new shared holds
 -- ARGV:
 --   ARGV[1] owner
 --   ARGV[2] mode: "x" exclusive, "s" shared
 --   ARGV[3] lease ttl (ms, >= 1)
 --   ARGV[4] reentrant: "1" or "0"
 --   ARGV[5] fair: "1" or "0"
---   ARGV[6] waiter ttl (ms, fair only)
+--   ARGV[6] waiter ttl (ms): liveness of a queued waiter or a writer intent
 --   ARGV[7] wake-up channel (PUBLISHed when the fair queue's head departed and the lock is not held exclusively)
+--   ARGV[8] waiting: "1" when the caller retries if refused (it is queued, fair, or records a writer
+--           intent, exclusive); "0" for a single try
 -- Returns:
 --   {1, token, count, acquired_at_ms, ttl_ms}  granted (count > 1: a re-entry, token and acquired_at of the hold)
 --   {0, retry_in_ms}                            not obtained; retry_in >= 1 is a hint
@@ -29,8 +33,19 @@ local ttl = tonumber(ARGV[3])
 local reentrant = ARGV[4] == '1'
 local fair = ARGV[5] == '1'
 local wttl = tonumber(ARGV[6])
+local waiting = ARGV[8] == '1'
 
 local function ms(x) return string.format('%d', x) end
+
+-- Fast path: an exclusive attempt on a lock that nobody holds, reads,
+-- queues or waits for (no lock hash, readers, fair queue or writers) is
+-- granted at once.
+if exclusive and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[4], KEYS[7]) == 0 then
+  local token = redis.call('INCR', KEYS[6])
+  redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', token, 'acquired_at', ms(now))
+  redis.call('PEXPIRE', KEYS[1], ms(ttl))
+  return {1, token, 1, now, ttl}
+end
 
 -- Drop every key in list from hash h, in chunks (unpack has a stack limit).
 local function hdel_all(h, list)
@@ -74,6 +89,24 @@ local function purge_waiters()
   end
 end
 
+-- Record (or refresh) owner's writer intent; intents whose writer stopped
+-- retrying are purged.
+local function intend()
+  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', '(' .. ms(now))
+  redis.call('ZADD', KEYS[7], ms(now + wttl), owner)
+  local last = redis.call('ZRANGE', KEYS[7], -1, -1, 'WITHSCORES')
+  redis.call('PEXPIREAT', KEYS[7], ms(tonumber(last[2]) + 1))
+end
+
+-- The earliest liveness deadline of another owner's live writer intent, or nil.
+local function other_writer()
+  local w = redis.call('ZRANGEBYSCORE', KEYS[7], ms(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 2)
+  for i = 1, #w, 2 do
+    if w[i] ~= owner then return tonumber(w[i + 1]) end
+  end
+  return nil
+end
+
 local function head()
   local h = redis.call('ZRANGE', KEYS[4], 0, 0)
   return h[1]
@@ -111,9 +144,12 @@ local function readers_left()
   return math.max(tonumber(last[2]) - now, 1)
 end
 
--- Refused: a fair caller takes (or keeps) its place in the queue.
+-- Refused: a waiting caller takes (or keeps) its place: in the fair queue,
+-- or as a waiting writer.
 local function refuse(retry_in)
-  if fair then enqueue() end
+  if waiting then
+    if fair then enqueue() elseif exclusive then intend() end
+  end
   return {0, retry_in}
 end
 
@@ -151,6 +187,12 @@ local function attempt()
       return {1, tonumber(tk), count, tonumber(at), ttl}
     end
     if holder and holder ~= owner then return refuse(pttl()) end
+    -- Writer preference: a new reader waits while another owner's writer
+    -- waits (the writer's own downgrade is not held back).
+    if not fair and holder ~= owner then
+      local wd = other_writer()
+      if wd then return {0, math.max(wd - now, 1)} end
+    end
   end
 
   -- Available. A fair caller must be at the head of the queue (a writer
@@ -158,12 +200,13 @@ local function attempt()
   if fair and holder ~= owner then
     local h = head()
     if h and h ~= owner then
-      enqueue()
+      if waiting then enqueue() end
       local hd = redis.call('ZSCORE', KEYS[5], h)
       return {0, math.max(tonumber(hd) - now, 1)}
     end
   end
   leave_queue()
+  if exclusive then redis.call('ZREM', KEYS[7], owner) end
 
   local token = redis.call('INCR', KEYS[6])
   if exclusive then

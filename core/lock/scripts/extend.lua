@@ -1,7 +1,7 @@
 -- extend.lua: reset the lease of an owner's hold to ttl from now, only while it holds it.
 --
 -- KEYS (all share the hash tag {name}; the layout is described in acquire.lua):
---   KEYS[1] lock  KEYS[2] readers  KEYS[3] deadlines  KEYS[4] queue  KEYS[5] waiters  KEYS[6] token
+--   KEYS[1] lock  KEYS[2] readers  KEYS[3] deadlines  KEYS[4] queue  KEYS[5] waiters  KEYS[6] token  KEYS[7] writers
 -- ARGV:
 --   ARGV[1] owner
 --   ARGV[2] mode: "x" exclusive, "s" shared

@@ -1,21 +1,21 @@
 -- info.lua: the state of a lock, read-only.
 --
 -- KEYS (all share the hash tag {name}; the layout is described in acquire.lua):
---   KEYS[1] lock  KEYS[2] readers  KEYS[3] deadlines  KEYS[4] queue  KEYS[5] waiters  KEYS[6] token
+--   KEYS[1] lock  KEYS[2] readers  KEYS[3] deadlines  KEYS[4] queue  KEYS[5] waiters  KEYS[6] token  KEYS[7] writers
 -- ARGV: none
 -- Returns:
 --   {mode, ttl_ms, acquired_at_ms, token, waiting, owner1, count1, owner2, count2, ...}
 --   mode: "x" (an exclusive hold; its owner alone is listed), "s" (shared holds, every live
 --   one listed; ttl = the longest remaining lease, acquired_at = the oldest, token = the
 --   highest) or "" (not held; waiting may still be > 0). waiting counts the fair waiters
---   whose liveness deadline has not passed.
+--   and the waiting writers whose liveness deadline has not passed.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local function ms(x) return string.format('%d', x) end
 
-local waiting = redis.call('ZCOUNT', KEYS[5], ms(now), '+inf')
+local waiting = redis.call('ZCOUNT', KEYS[5], ms(now), '+inf') + redis.call('ZCOUNT', KEYS[7], ms(now), '+inf')
 
 local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'token', 'acquired_at')
 if h[1] then

@@ -1,31 +1,37 @@
--- release.lua: give up one level of an owner's hold; at 0 delete the hold
--- and, when that frees the lock for others, PUBLISH a wake-up.
+-- release.lua: give up one level of an owner's hold (or all of them); at 0
+-- delete the hold and, when that frees the lock for others, PUBLISH a wake-up.
 --
 -- KEYS (all share the hash tag {name}; the layout is described in acquire.lua):
---   KEYS[1] lock  KEYS[2] readers  KEYS[3] deadlines  KEYS[4] queue  KEYS[5] waiters  KEYS[6] token
+--   KEYS[1] lock  KEYS[2] readers  KEYS[3] deadlines  KEYS[4] queue  KEYS[5] waiters  KEYS[6] token  KEYS[7] writers
 -- ARGV:
 --   ARGV[1] owner
 --   ARGV[2] mode: "x" exclusive, "s" shared
 --   ARGV[3] wake-up channel
+--   ARGV[4] all: "1" gives up every level at once (the owner's task ended), "0" one level
 -- Returns:
 --   {1, remaining}  released one level; remaining re-entry count (0: the hold is gone)
 --   {-1}            owner does not hold the lock in that mode (never did, released, or expired)
 -- A wake-up ("released") is PUBLISHed when the exclusive hold ends, or the last shared hold ends.
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local owner = ARGV[1]
-
-local function ms(x) return string.format('%d', x) end
+local all = ARGV[4] == '1'
 
 if ARGV[2] == 'x' then
-  if redis.call('HGET', KEYS[1], 'owner') ~= owner then return {-1} end
-  local count = redis.call('HINCRBY', KEYS[1], 'count', -1)
-  if count > 0 then return {1, count} end
+  local h = redis.call('HMGET', KEYS[1], 'owner', 'count')
+  if h[1] ~= owner then return {-1} end
+  if not all and h[2] ~= '1' then
+    local count = redis.call('HINCRBY', KEYS[1], 'count', -1)
+    if count > 0 then return {1, count} end
+  end
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[3], 'released')
   return {1, 0}
 end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function ms(x) return string.format('%d', x) end
 
 local r = redis.call('HGET', KEYS[2], owner)
 if not r then return {-1} end
@@ -38,7 +44,7 @@ if deadline == nil or deadline < now then
 end
 local c, tk, at = string.match(r, '^(%d+):(%d+):(%d+)$')
 local count = tonumber(c) - 1
-if count > 0 then
+if count > 0 and not all then
   redis.call('HSET', KEYS[2], owner, count .. ':' .. tk .. ':' .. at)
   return {1, count}
 end

@@ -1,0 +1,299 @@
+package bindings
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/config"
+	"github.com/shieldrt/shieldglobal/core/lock"
+	"github.com/shieldrt/shieldglobal/core/lock/local"
+	"github.com/shieldrt/shieldglobal/internal/testredis"
+)
+
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+func lockRuntime(t *testing.T, locks *Locks) (*Runtime, *logBuffer) {
+	t.Helper()
+	buf := &logBuffer{}
+	rt := newTestRuntime(t, &Services{Locks: locks, Log: slog.New(slog.NewTextHandler(buf, nil)),
+		Owner: Owner{NodeID: "eu:west", ServiceID: 42, ServiceName: "boss", Instance: "ab12"}})
+	return rt, buf
+}
+
+// A task that ends holding locks — by returning, by raising, or inside its
+// pcalls and coroutines — has every hold released, each with a warning that
+// names the lock and the task, and counted.
+func TestLocksOfAnEndedTaskAreReleased(t *testing.T) {
+	locks := testLocks()
+	rt, log := lockRuntime(t, locks)
+	err := run(t, rt, `
+		local function kinds(n)
+			return {
+				shield.mutex(n .. ":m"), shield.spinlock(n .. ":s"), shield.rwlock(n .. ":rw"):read_lock(),
+				shield.rwlock(n .. ":rw2"):write_lock(), shield.distributed_mutex(n .. ":d"),
+				shield.distributed_rwlock(n .. ":drw"):read_lock(), shield.distributed_rwlock(n .. ":drw2"):write_lock(),
+			}
+		end
+		local ended = 0
+		shield.spawn(function() -- returns holding
+			for _, l in ipairs(kinds("ret")) do assert(l:acquire()); assert(l:acquire()) end
+			ended = ended + 1
+		end)
+		shield.spawn(function() -- raises holding, the holds taken in a pcall and a coroutine
+			pcall(function() for _, l in ipairs(kinds("pcall")) do assert(l:acquire()) end end)
+			coroutine.wrap(function() for _, l in ipairs(kinds("co")) do assert(l:acquire()) end end)()
+			assert(shield.lock():acquire("raise:handle", { ttl = 60000 }))
+			ended = ended + 1
+			error("boom")
+		end)
+		while ended < 2 do shield.sleep(1) end
+		shield.sleep(5)
+		for _, n in ipairs({ "ret", "pcall", "co" }) do
+			for i, l in ipairs(kinds(n)) do
+				assert(l:try_acquire(), n .. " lock " .. i .. " still held after its task ended")
+				assert(l:release())
+			end
+		end
+		assert(shield.lock():try_acquire("raise:handle", { ttl = 60000 })):release()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := locks.Stats(); st.Abandoned != 3*7+1 || st.Holds != 0 {
+		t.Fatalf("stats %+v; want %d abandoned and none held", st, 3*7+1)
+	}
+	for _, want := range []string{"lock=ret:m", "lock=co:drw2", "lock=pcall:d", "lock=raise:handle", "task=spawn", "count=2"} {
+		if !strings.Contains(log.String(), want) {
+			t.Fatalf("the warnings do not mention %q:\n%s", want, log.String())
+		}
+	}
+}
+
+// A task interrupted by Close (it never yields) has its holds released too.
+func TestLocksOfAnInterruptedTaskAreReleased(t *testing.T) {
+	locks := testLocks()
+	L := lua.NewState()
+	defer L.Close()
+	rt, err := NewRuntime(L, &Services{Locks: locks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, rt, `
+		shield.spawn(function()
+			assert(shield.mutex("spin"):acquire())
+			assert(shield.distributed_mutex("spin-d"):acquire())
+			while true do end
+		end)`)
+	time.Sleep(20 * time.Millisecond)
+	rt.Close(50 * time.Millisecond)
+	if _, held := locks.Local.Info("spin"); held {
+		t.Fatal("the interrupted task's mutex is still held")
+	}
+	if info, _ := locks.Dist.Info("spin-d").Do(t.Context()); info.Held {
+		t.Fatalf("the interrupted task's distributed mutex is still held: %+v", info)
+	}
+	if st := locks.Stats(); st.Abandoned != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A hold released normally is no longer the task's: nothing is released
+// for it again at the end, and nothing accumulates per hold.
+func TestReleasedHoldsLeaveTheTask(t *testing.T) {
+	locks := testLocks()
+	rt, _ := lockRuntime(t, locks)
+	mustRun(t, rt, `
+		local l, d = shield.mutex("again"), shield.distributed_mutex("again-d")
+		for i = 1, 500 do
+			assert(l:acquire()); assert(d:acquire()); assert(d:release()); assert(l:release())
+		end
+		shield.spawn(function() assert(l:acquire()) end) -- another task takes it and keeps it`)
+	if _, err := rt.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := locks.Stats(); st.Abandoned != 1 || st.Holds != 0 {
+		t.Fatalf("stats %+v; want only the spawned task's hold abandoned", st)
+	}
+	rt.Do(func(*lua.LState) error {
+		if n := len(rt.threads); n > maxSpareThreads {
+			t.Errorf("%d threads", n)
+		}
+		return nil
+	})
+}
+
+// l:owner() carries the owner as it is: a node id with ':' comes back whole.
+func TestLockOwnerWithColonsInTheNodeID(t *testing.T) {
+	rt, _ := lockRuntime(t, testLocks())
+	mustRun(t, rt, `
+		for _, l in ipairs({ shield.mutex("o"), shield.distributed_mutex("o-d") }) do
+			assert(l:acquire())
+			local o = l:owner()
+			assert(o.node_id == "eu:west", tostring(o.node_id))
+			assert(o.service_id == 42, tostring(o.service_id))
+			assert(o.service_name == "boss", tostring(o.service_name))
+			assert(o.thread_id:match("^coroutine%-ab12%-%d+$"), o.thread_id)
+			assert(shield.owner() == o.node_id .. ":" .. o.service_id .. ":" .. o.thread_id)
+			assert(l:info().owner.node_id == "eu:west")
+			l:release()
+		end`)
+}
+
+// Every method of the rwlock pair and of shield.lock() checks its self.
+func TestLockTypesCheckSelf(t *testing.T) {
+	rt, _ := lockRuntime(t, testLocks())
+	mustRun(t, rt, `
+		local function refuses(f, want)
+			local ok, err = pcall(f)
+			assert(not ok, "accepted a foreign self")
+			assert(tostring(err):find(want, 1, true), tostring(err))
+		end
+		for _, new in ipairs({ shield.rwlock, shield.distributed_rwlock }) do
+			local rw = new("pair")
+			refuses(function() rw.read_lock(newproxy()) end, "bad argument #1 to 'read_lock'")
+			refuses(function() rw.write_lock(shield.mutex("m")) end, "bad argument #1 to 'write_lock'")
+			refuses(function() rw:read_lock().acquire(rw) end, "bad argument #1 to 'acquire'")
+		end
+		refuses(function() shield.lock().acquire(newproxy(), "x") end, "(shield.lock expected, got userdata")
+		refuses(function() shield.lock().try_acquire(shield.mutex("m"), "x") end, "(shield.lock expected, got userdata")
+		refuses(function() shield.mutex("m").with(newproxy(), function() end) end, "(shield.mutex expected, got userdata")
+		-- A crafted metatable with the right name is still refused.
+		local fake = newproxy(true)
+		getmetatable(fake).__name = "shield.mutex"
+		refuses(function() shield.mutex("m").acquire(fake) end, "bad argument #1 to 'acquire'")`)
+}
+
+// Outside any task (host code on the main thread) acquire waits in place,
+// for a holder in another runtime of the process.
+func TestLockOutsideTasksWaitsSynchronously(t *testing.T) {
+	locks := testLocks()
+	rt, _ := lockRuntime(t, locks)
+	other, _ := lockRuntime(t, locks)
+	mustRun(t, other, `
+		shield.spawn(function()
+			local l, m = shield.distributed_mutex("sync", { ttl = 5000 }), shield.mutex("sync-local")
+			assert(l:acquire()); assert(m:acquire())
+			holding = true
+			shield.sleep(30)
+			l:release(); m:release()
+		end)`)
+	for global(t, other, "holding") != lua.LTrue {
+		time.Sleep(time.Millisecond)
+	}
+	err := rt.Do(func(L *lua.LState) error {
+		return L.DoString(`
+			local l = shield.distributed_mutex("sync")
+			local ok, why = l:acquire(5000)
+			assert(ok, why)
+			assert(l:release())
+			local m = shield.mutex("sync-local")
+			assert(m:acquire(5000))
+			assert(m:release())
+			outside = "done"`)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := global(t, rt, "outside"); v.String() != "done" {
+		t.Fatalf("outside = %v", v)
+	}
+}
+
+// An uncontended distributed_mutex acquire+release from Lua is exactly two
+// Redis commands, each one EVALSHA sent in a loop turn's batch.
+func TestUncontendedDistributedPairIsTwoCommands(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: testredis.Standalone(t).Options().Addr})
+	t.Cleanup(func() { c.Close() })
+	hook := &countHook{}
+	c.AddHook(hook)
+	locks := &Locks{Local: local.NewManager(nil), Dist: lock.NewRedis(c, testredis.Prefix(t), nil), Config: config.Default().Lock}
+	rt, _ := lockRuntime(t, locks)
+	mustRun(t, rt, `local l = shield.distributed_mutex("warm", { auto_extend = false }); assert(l:acquire()); assert(l:release())`)
+	hook.reset()
+	mustRun(t, rt, `
+		local l = shield.distributed_mutex("pair", { auto_extend = false })
+		assert(l:acquire())
+		assert(l:release())`)
+	if cmds := hook.commands(); len(cmds) != 2 || cmds[0] != "evalsha" || cmds[1] != "evalsha" {
+		t.Fatalf("commands sent: %v; want two EVALSHA", cmds)
+	}
+}
+
+type countHook struct {
+	mu   sync.Mutex
+	cmds []string
+}
+
+func (h *countHook) reset() { h.mu.Lock(); h.cmds = nil; h.mu.Unlock() }
+func (h *countHook) commands() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.cmds...)
+}
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		h.cmds = append(h.cmds, cmd.Name())
+		h.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.mu.Lock()
+		for _, c := range cmds {
+			h.cmds = append(h.cmds, c.Name())
+		}
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// Where a task cannot yield (a metamethod, a sort comparator), an
+// in-process lock that is free still works; one that would wait raises
+// "cannot block here" and leaves nothing behind.
+func TestLockCallsWhereATaskCannotYield(t *testing.T) {
+	locks := testLocks()
+	rt, _ := lockRuntime(t, locks)
+	mustRun(t, rt, `
+		local m, d = shield.mutex("meta"), shield.distributed_mutex("meta-d")
+		local obj = setmetatable({}, { __index = function(_, k)
+			assert(m:acquire()); assert(d:acquire())
+			assert(m:release()); assert(d:release())
+			return k
+		end })
+		assert(obj.x == "x")
+		local t = { 3, 1, 2 }
+		table.sort(t, function(a, b) assert(m:acquire()); m:release(); return a < b end)
+		-- Held by another task: the acquire would wait, so it raises.
+		local held = false
+		shield.spawn(function() assert(m:acquire()); held = true; shield.sleep(50); m:release() end)
+		while not held do shield.sleep(1) end
+		local bad = setmetatable({}, { __index = function() return m:acquire(1000) end })
+		local ok, err = pcall(function() return bad.y end)
+		assert(not ok and tostring(err):find("cannot block here"), tostring(err))
+		while held and not m:try_acquire() do shield.sleep(5) end
+		assert(m:release())`)
+	if st := locks.Stats(); st.Holds != 0 || st.Waiting != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
