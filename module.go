@@ -264,7 +264,7 @@ func (m *Module) startLocks() error {
 	l := &bindings.Locks{Local: m.LocalLocks, Config: c}
 	prefix := m.Config.Global.Redis.Prefix
 	if m.Backend == BackendMemory {
-		m.Locks, l.DistInline = lock.NewMemory(nil), true
+		m.Locks = lock.NewMemory(nil)
 	} else {
 		m.Locks = lock.NewRedis(m.Redis, prefix, m.internal)
 	}

@@ -224,7 +224,11 @@ func RunOutcome[T any](rt *Runtime, L *lua.LState, name string, o *store.Op[T], 
 	res := func(L *lua.LState) Result {
 		return func() ([]lua.LValue, error) {
 			v, err := o.Result()
-			return convert(L, v, err)
+			vals, err := convert(L, v, err)
+			if err != nil && rt.svc.Observe.OpFailed != nil {
+				rt.svc.Observe.OpFailed(name)
+			}
+			return vals, err
 		}
 	}
 	switch o.Kind() {

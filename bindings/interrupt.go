@@ -180,17 +180,32 @@ func (rt *Runtime) Responsive(within time.Duration) bool {
 // watch runs on its own goroutine until stop is closed.
 func (rt *Runtime) watch(stop <-chan struct{}) {
 	m := &rt.mon
-	if m.threshold <= 0 {
+	lag := rt.svc.Observe.LoopLag
+	if m.threshold <= 0 && lag == nil {
 		return
 	}
-	tick := time.NewTicker(max(m.threshold/4, 10*time.Millisecond))
+	every := 250 * time.Millisecond
+	if m.threshold > 0 {
+		every = min(max(m.threshold/4, 10*time.Millisecond), every)
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var reported, probed uint64
+	var probing atomic.Bool
 	for {
 		select {
 		case <-stop:
 			return
 		case <-tick.C:
+		}
+		if lag != nil && probing.CompareAndSwap(false, true) {
+			posted := nanotime()
+			if !rt.TryPost(func() { lag(time.Duration(nanotime() - posted)); probing.Store(false) }) {
+				return
+			}
+		}
+		if m.threshold <= 0 {
+			continue
 		}
 		start, seq := m.start.Load(), m.seq.Load()
 		if start == 0 || seq == reported || time.Duration(nanotime()-start) < m.threshold {

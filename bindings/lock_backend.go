@@ -18,12 +18,12 @@ import (
 type Locks struct {
 	Local *local.Manager
 	Dist  lock.Backend
-	// DistInline is ignored: operations say themselves whether they are
-	// local (store.Op.Kind). Kept so existing Module code compiles.
-	DistInline bool
 	// Redlock is non-nil when lock.redlock is enabled: distributed mutexes use it.
 	Redlock lock.Backend
 	Config  config.Lock
+	// OnWaited, when set, is told how long each acquire that had to wait
+	// waited (the lock-wait metric).
+	OnWaited func(time.Duration)
 
 	once sync.Once
 	svc  *lock.Service
@@ -36,7 +36,7 @@ func (l *Locks) service(log *slog.Logger) *lock.Service {
 		ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 		c := l.Config
 		l.svc = lock.NewService(lock.ServiceConfig{
-			Local: l.Local, Dist: l.Dist, Redlock: l.Redlock, Log: log,
+			Local: l.Local, Dist: l.Dist, Redlock: l.Redlock, Log: log, OnWaited: l.OnWaited,
 			Defaults: lock.Defaults{
 				TTL: ms(c.DefaultTTL), MaxTTL: ms(c.MaxTTL), Retry: ms(c.Retry), MaxRetries: c.MaxRetries,
 				Reentrant: c.Reentrant, AutoExtend: c.AutoExtend.Enabled, ExtendInterval: ms(c.AutoExtend.Interval),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -23,9 +24,13 @@ type queueConsumer struct {
 	task  string        // task name
 	stall time.Duration // the loop counts as wedged after a resume this long
 
-	stopFn      queue.StopFunc
-	tasks       map[*Task]struct{} // handler tasks running
-	stopping    bool
+	stopFn   queue.StopFunc
+	tasks    map[*Task]struct{} // handler tasks running
+	stopping bool
+	// halted is stopping for the consumer goroutine: set with it, so that
+	// a message popped before the core consumer saw the stop is given back
+	// rather than started.
+	halted      atomic.Bool
 	done        chan struct{} // closed once stopFn returned
 	stopErr     error         // written before done is closed
 	forgetClose func()
@@ -155,6 +160,15 @@ func (c *queueConsumer) started(L *lua.LState, stop queue.StopFunc) *lua.LUserDa
 	// On close, handlers may finish within the shutdown grace; what is
 	// still in flight when the runtime's context ends is released.
 	c.forgetClose = rt.OnClose(func() { c.requestStop(rt.ctx, nil) })
+	// Close returns once the core consumer has stopped, so every message it
+	// gave back was sent before (Module.Close drains those sends).
+	rt.OnStop(func() {
+		select {
+		case <-c.done:
+		case <-time.After(killWait):
+			rt.log.Warn("shield: queue consumer did not stop in time", "queue", c.o.name, "consumer", c.label)
+		}
+	})
 	ud := L.NewUserData()
 	ud.Value = c
 	ud.Metatable = L.GetTypeMetatable(queueConsumerType)
@@ -164,7 +178,7 @@ func (c *queueConsumer) started(L *lua.LState, stop queue.StopFunc) *lua.LUserDa
 // handle is the core's handler, on the consumer goroutine: run the message
 // on the loop. If the runtime has stopped, the message is given back.
 func (c *queueConsumer) handle(d *queue.Delivery, done func(error)) {
-	if !c.o.b.rt.TryPost(func() { c.run(d, done) }) {
+	if c.halted.Load() || !c.o.b.rt.TryPost(func() { c.run(d, done) }) {
 		c.unprocessed(d, done)
 	}
 }
@@ -230,6 +244,7 @@ func (c *queueConsumer) requestStop(ctx context.Context, cancel context.CancelFu
 	}
 	rt := c.o.b.rt
 	c.stopping = true
+	c.halted.Store(true)
 	c.forgetClose()
 	rt.Unref()
 	c.o.b.svc.addConsumer(c.o.entry, -1)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -45,7 +46,8 @@ type Runtime struct {
 
 	vm          *vmContext
 	mon         monitor
-	interrupted []string // tasks Close interrupted; guarded by mu
+	live        atomic.Int64 // tasks alive (Tasks)
+	interrupted []string     // tasks Close interrupted; guarded by mu
 
 	// Loop-only state.
 	local        []func()              // posted by the loop itself, for the next turn
@@ -251,6 +253,9 @@ func (rt *Runtime) CallbackErrors() (n int) {
 // counts it; the subscription (or schedule) carries on.
 func (rt *Runtime) callbackFailed(kind, name string, err error) {
 	rt.callbackErrs++
+	if f := rt.svc.Observe.TaskFailed; f != nil {
+		f()
+	}
 	rt.log.Error("shield: callback failed", "kind", kind, "name", name, "error", err.Error())
 }
 
@@ -391,6 +396,10 @@ func (rt *Runtime) interruptRunning(grace time.Duration) {
 	case <-time.After(killWait):
 	}
 }
+
+// Tasks is the number of tasks alive now (running or suspended). Safe from
+// any goroutine.
+func (rt *Runtime) Tasks() int { return int(rt.live.Load()) }
 
 // Library returns the shield table (what require("shield") returns).
 func (rt *Runtime) Library() *lua.LTable { return rt.lib }

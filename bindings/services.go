@@ -32,6 +32,8 @@ type Services struct {
 	// SlowTask is how long a task may run without yielding before it is
 	// logged (once per run, with its name and line); 0 disables the check.
 	SlowTask time.Duration
+	// Observe is told of the events the metrics count.
+	Observe Observers
 }
 
 // Owner is the identity of this process in lock owners and logs.
@@ -77,4 +79,17 @@ func (rt *Runtime) OwnerID(L *lua.LState) string {
 		return t.owner
 	}
 	return prefix + "main-" + o.Instance
+}
+
+// Observers are told of the events the Prometheus metrics count. Any field
+// may be nil; each is called on the loop (LoopLag on the monitor goroutine)
+// and must be quick.
+type Observers struct {
+	// OpFailed: the Lua call op (for example "shield.global:get") raised
+	// because its operation failed (on Redis: a Redis error).
+	OpFailed func(op string)
+	// TaskFailed: a task, or a callback, ended with an uncaught error.
+	TaskFailed func()
+	// LoopLag: how long posted work waited for the loop (probed every 250 ms).
+	LoopLag func(time.Duration)
 }

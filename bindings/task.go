@@ -140,6 +140,7 @@ func (rt *Runtime) SpawnIn(g *Group, name string, fn *lua.LFunction, args []lua.
 // spawnTask starts t (its done or end set by the caller). Loop only.
 func (rt *Runtime) spawnTask(t *Task, g *Group, name string, fn *lua.LFunction, args []lua.LValue) {
 	t.ID, t.Name, t.group = taskIDs.Add(1), name, g
+	rt.live.Add(1)
 	if n := len(rt.spareThreads); n > 0 {
 		t.co = rt.spareThreads[n-1]
 		rt.spareThreads = rt.spareThreads[:n-1]
@@ -212,6 +213,7 @@ func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 	}
 	t.ended = true
 	t.waiting = nil
+	rt.live.Add(-1)
 	rt.runCleanups(t)
 	delete(rt.threads, t.co)
 	if reusable && len(rt.spareThreads) < maxSpareThreads {
@@ -258,6 +260,9 @@ func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 	default:
 		rt.failures++
 		rt.log.Error("shield: task failed", "task", t.Name, "error", terr.Error())
+		if f := rt.svc.Observe.TaskFailed; f != nil {
+			f()
+		}
 	}
 	if killed && (t.done != nil || t.end != nil) && terr != nil && !t.closed {
 		rt.noteInterrupted(t.Name)

@@ -80,11 +80,12 @@ type waiter struct {
 	deadline time.Time
 	once     bool
 
-	attempts int
-	finished bool  // done was called
-	counted  bool  // counted in Stats.Waiting
-	stopping bool  // gave up; a grant that already happened is awaited
-	stopErr  error // why it gave up
+	attempts   int
+	finished   bool      // done was called
+	counted    bool      // counted in Stats.Waiting
+	waitedFrom time.Time // when it started waiting
+	stopping   bool      // gave up; a grant that already happened is awaited
+	stopErr    error     // why it gave up
 
 	// At the in-process lock or gate.
 	lw          *local.Waiter
@@ -420,6 +421,7 @@ func (w *waiter) settleZombie(a Attempt, err error) {
 func (w *waiter) waiting() {
 	if !w.counted {
 		w.counted = true
+		w.waitedFrom = w.s.svc.clock.Now()
 		w.s.svc.waiting.Add(1)
 	}
 }
@@ -448,6 +450,9 @@ func (w *waiter) finish(h *Hold, err error) {
 	}
 	if w.counted {
 		w.s.svc.waiting.Add(-1)
+		if err == nil && w.s.svc.onWaited != nil {
+			w.s.svc.onWaited(w.s.svc.clock.Now().Sub(w.waitedFrom))
+		}
 	}
 	delete(w.s.waits, w)
 	w.done(h, err)

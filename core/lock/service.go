@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/shieldrt/shieldglobal/core/lock/local"
 )
@@ -20,6 +21,7 @@ type Service struct {
 	clock    Clock
 	log      *slog.Logger
 	wakes    wakes
+	onWaited func(time.Duration)
 
 	holds, waiting, abandoned, lost atomic.Int64
 }
@@ -41,6 +43,9 @@ type ServiceConfig struct {
 	// Log receives the warnings: lost holds, holds released because their
 	// task ended (nil: slog.Default()).
 	Log *slog.Logger
+	// OnWaited, when set, is told how long each acquire that had to wait
+	// waited before it got the lock (the lock-wait metric).
+	OnWaited func(time.Duration)
 }
 
 // NewService returns a Service; it starts nothing.
@@ -55,7 +60,7 @@ func NewService(c ServiceConfig) *Service {
 		c.Local = local.NewManager(c.Clock.Now)
 	}
 	return &Service{local: c.Local, dist: c.Dist, redlock: c.Redlock, defaults: c.Defaults, clock: c.Clock, log: c.Log,
-		wakes: wakes{m: map[string]map[*wakeFn]struct{}{}}}
+		wakes: wakes{m: map[string]map[*wakeFn]struct{}{}}, onWaited: c.OnWaited}
 }
 
 // Stats counts the holds and waiters of every Session of a Service.
