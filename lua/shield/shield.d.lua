@@ -29,8 +29,9 @@ shield = {}
 -- Basics
 -- ---------------------------------------------------------------------------
 
---- Suspends the calling task for `ms` milliseconds (>= 0, fractions allowed).
---- `sleep(0)` lets the other tasks run first. Blocking.
+--- Suspends the calling task for `ms` milliseconds (>= 0, at most 1e12,
+--- fractions allowed). `sleep(0)` lets the other tasks run first;
+--- `sleep(math.huge)` sleeps until the runtime closes. Blocking.
 ---@param ms number
 function shield.sleep(ms) end
 
@@ -88,7 +89,7 @@ function shield.global() end
 ---@alias shield.value nil|boolean|number|string|table
 
 --- Methods of shield.global(); call them with ':'. Keys are non-empty strings.
---- On Redis every method is blocking; failures raise
+--- On Redis every method but cache_stats is blocking; failures raise
 --- "shield.global:<method>: kv: <op> \"<key>\": <cause>".
 ---@class shield.global
 local global = {}
@@ -153,6 +154,18 @@ function global:get_cached(key, ttl_ms) end
 ---@param key string
 function global:invalidate(key) end
 
+--- This process's local cache (the one cache of the Module, shared by every
+--- Lua state): what Module.CacheStats() and /ops/global report. Never waits.
+---@class shield.cache_stats
+---@field enabled boolean false when global.cache.enabled is false (every other field is then 0)
+---@field size integer entries cached now (some may have expired and not been dropped yet)
+---@field hits integer get_cached lookups served from the cache
+---@field misses integer get_cached lookups that read the backend (also while the cache is bypassed)
+---@field hit_rate number hits / (hits + misses), 0 before the first lookup
+
+---@return shield.cache_stats
+function global:cache_stats() end
+
 --- Subscribes to `channel`; returns once the subscription is confirmed.
 --- `fn` runs as a task of its own for every message, may block, and gets the
 --- subscription's messages one at a time, in order.
@@ -189,13 +202,13 @@ function subscription:unsubscribe() end
 --- Defaults come from the `lock` section of the configuration.
 ---@class shield.lock_options
 ---@field ttl? number lease in ms (distributed default lock.default_ttl; in-process: none); <= lock.max_ttl
----@field retry? number distributed: fallback retry interval in ms
----@field max_retries? integer distributed: give up after this many attempts (0 = unlimited)
----@field reentrant? boolean the holding task may acquire again
+---@field retry? number every lock kind: the longest wait in ms between two attempts when no release wakes the waiter (default lock.retry)
+---@field max_retries? integer every lock kind: give up with false, "timeout" after this many attempts (default lock.max_retries; 0 = unlimited; 1 = one attempt, no waiting)
+---@field reentrant? boolean the holding task may acquire again (default lock.reentrant)
 ---@field wait? number default acquire timeout in ms (0 = forever)
----@field fair? boolean distributed: FIFO across processes
----@field auto_extend? boolean renew the lease while held (needs a ttl)
----@field extend_interval? number watchdog period in ms, shorter than ttl
+---@field fair? boolean distributed: FIFO across processes (default lock.fair.enabled)
+---@field auto_extend? boolean renew the lease while held (needs a ttl; distributed default lock.auto_extend.enabled, in-process false)
+---@field extend_interval? number watchdog period in ms, shorter than ttl (default lock.auto_extend.interval)
 ---@field on_lost? fun(name: string, reason: string) runs as a task when a hold is found lost
 
 --- Holder of a lock, as returned by owner() and info().owner.
@@ -215,23 +228,39 @@ function subscription:unsubscribe() end
 ---@field owners string[] every holder's owner string (several for read locks), sorted
 
 --- A lock: shield.mutex, shield.spinlock, shield.distributed_mutex, a side of
---- an rwlock, or a handle from shield.lock(). The owner is the calling task.
+--- an rwlock, or a handle from shield.lock() (the classes below; error
+--- messages name the kind, e.g. "shield.rwlock:read_lock"). The owner is the
+--- calling task: its holds are released when it ends (with a warning), at
+--- the latest when a shutdown interrupts it after the grace period.
 ---@class shield.lock_object
 local lock_object = {}
 
+---@class shield.mutex: shield.lock_object
+---@class shield.spinlock: shield.lock_object
+---@class shield.distributed_mutex: shield.lock_object
+
+--- A held handle from shield.lock():acquire / try_acquire: an exclusive
+--- distributed lock of that name, with every lock method.
+---@class shield.lock_handle: shield.lock_object
+
 --- Waits until granted, or up to `timeout_ms` (default: the `wait` option,
---- 0 = forever). `acquire(0)` tries once. Blocking.
+--- 0 = forever). `acquire(0)` tries once. Attempts follow `retry` and
+--- `max_retries`. Raises when a non-reentrant lock is already held by this
+--- task, when a reader asks for the write side, and when Redis did not
+--- answer for a good part of the timeout. Blocking.
 ---@param timeout_ms? number
 ---@return boolean ok
 ---@return "timeout"? reason
 function lock_object:acquire(timeout_ms) end
 
---- One attempt; never waits for the lock.
+--- One attempt; never waits for the lock (a distributed lock still makes
+--- one Redis round trip: blocking).
 ---@return boolean
 function lock_object:try_acquire() end
 
 --- Releases one hold of the calling task (a re-entrant lock needs one release
---- per acquire).
+--- per acquire). false, "not_held": this task holds nothing; false, "lost":
+--- the lease ran out or was taken over (lost() stays true). Blocking.
 ---@return boolean ok
 ---@return ("not_held"|"lost")? reason
 function lock_object:release() end
@@ -244,10 +273,12 @@ function lock_object:release() end
 ---@return any ...
 function lock_object:with(fn, ...) end
 
---- Sets the remaining lease of the calling task's hold to `ms` (<= lock.max_ttl).
+--- Sets the remaining lease of the calling task's hold to `ms` (> 0,
+--- <= lock.max_ttl; an in-process hold gets a ttl). false, "not_held": this
+--- task holds nothing; false, "lost": the hold was found gone. Blocking.
 ---@param ms number
 ---@return boolean ok
----@return "not_held"? reason
+---@return ("not_held"|"lost")? reason
 function lock_object:extend(ms) end
 
 --- Starts or stops the watchdog for the calling task's hold.
@@ -271,7 +302,9 @@ function lock_object:info() end
 ---@return integer?
 function lock_object:token() end
 
---- True once the watchdog found the calling task's hold gone.
+--- True once the calling task's hold is lost: the watchdog or a release
+--- found it gone, or its lease ran out before it was renewed. Stays true
+--- after release() reported "lost".
 ---@return boolean
 function lock_object:lost() end
 
@@ -283,9 +316,13 @@ function lock_object:on_lost(fn) end
 ---@return string
 function lock_object:name() end
 
---- A read-write lock: two lock objects sharing one name.
+--- A read-write lock: two lock objects sharing one name. Readers share, a
+--- writer excludes everyone; a writer may take the read side (downgrade), a
+--- reader asking for the write side raises.
 ---@class shield.rwlock
 local rwlock = {}
+
+---@class shield.distributed_rwlock: shield.rwlock
 
 --- The shared (read) side.
 ---@return shield.lock_object
@@ -296,33 +333,34 @@ function rwlock:read_lock() end
 function rwlock:write_lock() end
 
 --- shield.lock(): acquire distributed locks by name and get held handles.
+--- Error messages name it "shield.lock".
 ---@class shield.lock_manager
 local lock_manager = {}
 
 --- Waits up to `opts.wait` ms (0 = forever) and returns a held handle, or
---- nil, "timeout".
+--- nil, "timeout". Blocking.
 ---@param name string
 ---@param opts? shield.lock_options
----@return shield.lock_object? handle
+---@return shield.lock_handle? handle
 ---@return "timeout"? reason
 function lock_manager:acquire(name, opts) end
 
---- One attempt: a held handle, or nil.
+--- One attempt: a held handle, or nil. Blocking (one Redis round trip).
 ---@param name string
 ---@param opts? shield.lock_options
----@return shield.lock_object?
+---@return shield.lock_handle?
 function lock_manager:try_acquire(name, opts) end
 
 --- In-process mutex, shared by every Lua state of the process.
 ---@param name string
 ---@param opts? shield.lock_options
----@return shield.lock_object
+---@return shield.mutex
 function shield.mutex(name, opts) end
 
 --- In-process spinlock: a short busy-wait, then the FIFO queue.
 ---@param name string
 ---@param opts? shield.lock_options
----@return shield.lock_object
+---@return shield.spinlock
 function shield.spinlock(name, opts) end
 
 --- In-process read-write lock.
@@ -334,13 +372,13 @@ function shield.rwlock(name, opts) end
 --- Distributed mutex (Redis, or the memory backend without Redis).
 ---@param name string
 ---@param opts? shield.lock_options
----@return shield.lock_object
+---@return shield.distributed_mutex
 function shield.distributed_mutex(name, opts) end
 
 --- Distributed read-write lock.
 ---@param name string
 ---@param opts? shield.lock_options
----@return shield.rwlock
+---@return shield.distributed_rwlock
 function shield.distributed_rwlock(name, opts) end
 
 --- The lock manager.
@@ -500,6 +538,8 @@ function rank:archive(date) end
 ---@param opts? shield.rank_options
 ---@return shield.rank
 function shield.rank(name, opts) end
+
+-- ---------------------------------------------------------------------------
 -- Queues (docs/queues.md)
 -- ---------------------------------------------------------------------------
 
