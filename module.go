@@ -146,7 +146,8 @@ type Module struct {
 	schedStore   *scheduler.Redis
 	schedCtx     context.Context
 	schedCancel  context.CancelFunc
-	ops          *ops.Server // nil unless ops.enabled
+	ops          *ops.Server  // nil unless ops.enabled
+	metrics      *ops.Metrics // nil when global.enabled is false (ops.go)
 }
 
 // New builds the Module cfg describes. With global.enabled false it returns a
@@ -178,6 +179,7 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 	if err := m.connect(o.client); err != nil {
 		return nil, err
 	}
+	m.startMetrics()
 	if err := m.startGlobal(); err != nil {
 		m.Close()
 		return nil, err
@@ -261,7 +263,7 @@ func (m *Module) startLocks() error {
 	c := m.Config.Lock
 	m.LocalLocks = local.NewManager(nil)
 	m.LocalLocks.StartExpiry()
-	l := &bindings.Locks{Local: m.LocalLocks, Config: c}
+	l := &bindings.Locks{Local: m.LocalLocks, Config: c, OnWaited: m.lockWaited}
 	prefix := m.Config.Global.Redis.Prefix
 	if m.Backend == BackendMemory {
 		m.Locks = lock.NewMemory(nil)
@@ -436,7 +438,7 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 		return nil, ErrModuleClosed
 	}
 	rt, err := bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks, Queues: m.queues, Limiters: m.limiters,
-		Scheduler: m.schedBinding, SlowTask: config.Millis(m.Config.Global.Runtime.SlowTask)})
+		Scheduler: m.schedBinding, SlowTask: config.Millis(m.Config.Global.Runtime.SlowTask), Observe: m.observers()})
 	if err != nil {
 		return nil, err
 	}

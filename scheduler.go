@@ -10,7 +10,6 @@ import (
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/core/store"
-	"github.com/shieldrt/shieldglobal/ops"
 )
 
 // The Module's scheduler: one Engine per process, shared by every runtime
@@ -34,7 +33,7 @@ func (m *Module) startScheduler() error {
 		Store:     st,
 		Defaults:  scheduler.DefaultOptions(c),
 		LocalOnly: !c.Distributed.Enabled,
-		Events:    b.Event,
+		Events:    func(ev scheduler.Event) { b.Event(ev); m.schedEvent(ev) },
 		Log:       m.Log,
 		Instance:  m.owner.NodeID + ":" + strconv.FormatInt(m.owner.ServiceID, 10),
 	})
@@ -151,49 +150,4 @@ func (m *Module) closeScheduler() error {
 		err = errors.Join(err, m.schedStore.Close())
 	}
 	return err
-}
-
-// ---- ops endpoint
-
-// startOps starts the ops HTTP endpoint (ops.enabled).
-func (m *Module) startOps() error {
-	srv, err := ops.Listen(m.Config.Ops, ops.Sources{Scheduler: m.opsScheduler}, m.Log)
-	if err != nil {
-		return fmt.Errorf("shield: %w", err)
-	}
-	m.ops = srv
-	return nil
-}
-
-// OpsAddr is the address the ops endpoint listens on ("" when ops.enabled
-// is false).
-func (m *Module) OpsAddr() string {
-	if m.ops == nil {
-		return ""
-	}
-	return m.ops.Addr()
-}
-
-// opsScheduler is GET /ops/scheduler: every task registered in this
-// process, with a distributed task's counters read from the store.
-func (m *Module) opsScheduler(ctx context.Context) (ops.Scheduler, error) {
-	rep := ops.Scheduler{Tasks: []ops.Task{}}
-	if m.sched == nil {
-		return rep, nil
-	}
-	infos, err := m.sched.List().Do(ctx)
-	if err != nil {
-		return rep, err
-	}
-	for _, i := range infos {
-		t := ops.Task{Name: i.Name, Schedule: i.Schedule, Status: string(i.Status), RunCount: i.RunCount, Distributed: i.Distributed}
-		if !i.NextRun.IsZero() {
-			t.NextRun = ops.Timestamp(i.NextRun.UnixMilli())
-		}
-		if !i.LastRun.IsZero() {
-			t.LastRun = ops.Timestamp(i.LastRun.UnixMilli())
-		}
-		rep.Tasks = append(rep.Tasks, t)
-	}
-	return rep, nil
 }

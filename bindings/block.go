@@ -225,7 +225,7 @@ func RunOutcome[T any](rt *Runtime, L *lua.LState, name string, o *store.Op[T], 
 		return func() ([]lua.LValue, error) {
 			v, err := o.Result()
 			vals, err := convert(L, v, err)
-			if err != nil && rt.svc.Observe.OpFailed != nil {
+			if err != nil && o.Kind() == store.KindRedis && rt.svc.Observe.OpFailed != nil {
 				rt.svc.Observe.OpFailed(name)
 			}
 			return vals, err

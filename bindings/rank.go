@@ -1,6 +1,7 @@
 package bindings
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/rank"
+	"github.com/shieldrt/shieldglobal/core/store"
 )
 
 // shield.rank: leaderboards on core/rank (docs/rank.md). This file checks
@@ -41,7 +43,56 @@ type Ranks struct {
 	Log *slog.Logger
 
 	mu     sync.Mutex
-	resets map[string]resetPlan // boards whose reset task is registered, by name
+	resets map[string]resetPlan  // boards whose reset task is registered, by name
+	opened map[string]rank.Board // every board a runtime opened, by name (first open wins)
+}
+
+// RankStats are the ops facts of the leaderboards this process opened.
+type RankStats struct {
+	Boards  int // boards opened (through any runtime)
+	Members int // members of those boards, summed
+}
+
+// remember records an opened board for Stats.
+func (r *Ranks) remember(name string, b rank.Board) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.opened == nil {
+		r.opened = map[string]rank.Board{}
+	}
+	if _, ok := r.opened[name]; !ok {
+		r.opened[name] = b
+	}
+}
+
+// Stats counts the boards this process opened and their members: on Redis
+// one pipeline of ZCARDs. A board whose count failed is left out of
+// Members and its error joined into the returned error.
+func (r *Ranks) Stats(ctx context.Context) (RankStats, error) {
+	r.mu.Lock()
+	ops := make([]*store.Op[int], 0, len(r.opened))
+	for _, b := range r.opened {
+		ops = append(ops, b.Count())
+	}
+	r.mu.Unlock()
+	var batch store.Batch
+	for _, op := range ops {
+		if op.Kind() == store.KindRedis {
+			batch.Add(op)
+		}
+	}
+	batch.Exec(ctx)
+	st := RankStats{Boards: len(ops)}
+	var errs error
+	for _, op := range ops {
+		n, err := op.Do(ctx) // runs a local op; returns a batched op's result
+		if err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		st.Members += n
+	}
+	return st, errs
 }
 
 // RankScheduler is what periodic resets need from the scheduler.
@@ -175,6 +226,7 @@ func (b *rankBinding) open(L *lua.LState) int {
 	if err != nil {
 		a.bad(1, err.Error())
 	}
+	b.r.remember(name, board)
 	if plan.period != "" {
 		plan.top = o.MaxMembers
 		if err := b.r.register(board, plan); err != nil {

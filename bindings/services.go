@@ -86,7 +86,7 @@ func (rt *Runtime) OwnerID(L *lua.LState) string {
 // and must be quick.
 type Observers struct {
 	// OpFailed: the Lua call op (for example "shield.global:get") raised
-	// because its operation failed (on Redis: a Redis error).
+	// because its Redis operation failed.
 	OpFailed func(op string)
 	// TaskFailed: a task, or a callback, ended with an uncaught error.
 	TaskFailed func()

@@ -1,39 +1,50 @@
 package ops
 
 import (
-	"sync"
+	"context"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Metrics is the Prometheus registry of a Module (GET /metrics). Events are
-// observed as they happen through the instruments below; state (queue
-// lengths, cache size, counters kept by the core packages) is read at scrape
-// time through functions registered with Gauge and Counter, so the core
-// packages never depend on Prometheus. Names follow Prometheus conventions:
-// shield_ prefix, units in names, _total counters (docs/ops.md lists them).
+// observed as they happen through the instruments below; State is read at
+// scrape time, so the core packages never depend on Prometheus. Names follow
+// Prometheus conventions: shield_ prefix, units in names, _total counters
+// (docs/ops.md lists them all).
 type Metrics struct {
+	// Registry holds the shield_* metrics; the endpoint adds the Go
+	// runtime's and the process's (see Gatherer).
 	Registry *prometheus.Registry
+	process  *prometheus.Registry
 
 	// LockWait observes how long each acquire that had to wait waited.
 	LockWait prometheus.Histogram
-	// TriggerLateness observes each scheduler firing's start minus its
-	// scheduled time.
+	// TriggerLateness observes each scheduled firing's start minus its
+	// scheduled time (first attempts of firings, not manual triggers).
 	TriggerLateness prometheus.Histogram
+	// SchedulerRuns counts finished runs by task and result ("ok",
+	// "failed"); SchedulerMissed and SchedulerSkipped count firings that
+	// did not run (missed: the process was down or late past the
+	// catch-up; skipped: the previous run was still going).
+	SchedulerRuns    *prometheus.CounterVec
+	SchedulerMissed  *prometheus.CounterVec
+	SchedulerSkipped *prometheus.CounterVec
 	// LoopLag observes how long posted work waits before a runtime's loop
 	// runs it (probed every 250 ms per runtime).
 	LoopLag prometheus.Histogram
-	// RedisErrors counts failed Redis operations by the call that made
-	// them (shield.global:get, lock watchdog renewal, ...).
+	// RedisErrors counts failed Redis operations of Lua calls, by call
+	// ("shield.global:get", "shield.rank:update", ...).
 	RedisErrors *prometheus.CounterVec
-	// TaskErrors counts tasks that ended with an uncaught error.
+	// TaskErrors counts tasks and callbacks that ended with an uncaught
+	// error.
 	TaskErrors prometheus.Counter
 }
 
-// NewMetrics returns a registry with the event instruments and the Go
-// runtime and process collectors.
-func NewMetrics() *Metrics {
+// NewMetrics returns a registry with the event instruments, the metrics of
+// state (read through state at each scrape, with a deadline of 5 s) and the
+// Go runtime and process collectors.
+func NewMetrics(state func(ctx context.Context) (State, error)) *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: r,
@@ -42,59 +53,157 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}),
 		TriggerLateness: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "shield_scheduler_trigger_lateness_seconds", Help: "Start of each scheduled run minus its scheduled time.",
+			Name: "shield_scheduler_trigger_lateness_seconds", Help: "Start of each scheduled firing minus its scheduled time.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5, 60},
 		}),
+		SchedulerRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shield_scheduler_runs_total", Help: "Finished runs of scheduled tasks in this process, by task and result (ok, failed).",
+		}, []string{"task", "result"}),
+		SchedulerMissed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shield_scheduler_missed_total", Help: "Firings that did not run (the process was down, or too late), by task.",
+		}, []string{"task"}),
+		SchedulerSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shield_scheduler_skipped_total", Help: "Firings skipped because the previous run was still going (overlap skip), by task.",
+		}, []string{"task"}),
 		LoopLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "shield_loop_lag_seconds", Help: "How long posted work waits for a runtime's loop (probed every 250ms).",
 			Buckets: []float64{.0001, .0005, .001, .005, .01, .05, .1, .5, 1, 5},
 		}),
 		RedisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shield_redis_errors_total", Help: "Failed Redis operations, by the call that made them.",
+			Name: "shield_redis_errors_total", Help: "Lua calls whose Redis operation failed, by call.",
 		}, []string{"operation"}),
 		TaskErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shield_task_errors_total", Help: "Tasks that ended with an uncaught error.",
+			Name: "shield_task_errors_total", Help: "Tasks and callbacks that ended with an uncaught error.",
 		}),
 	}
-	r.MustRegister(m.LockWait, m.TriggerLateness, m.LoopLag, m.RedisErrors, m.TaskErrors,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(m.LockWait, m.TriggerLateness, m.SchedulerRuns, m.SchedulerMissed, m.SchedulerSkipped,
+		m.LoopLag, m.RedisErrors, m.TaskErrors)
+	m.process = prometheus.NewRegistry()
+	m.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if state != nil {
+		r.MustRegister(stateCollector{state})
+	}
 	return m
 }
 
-// Sample is one value of a metric read at scrape time, with its label values.
-type Sample struct {
-	Labels []string
-	Value  float64
+// Gatherer is what the endpoint's /metrics serves: Registry, the Go
+// runtime's metrics (go_*) and the process's (process_*).
+func (m *Metrics) Gatherer() prometheus.Gatherer {
+	return prometheus.Gatherers{m.Registry, m.process}
 }
 
-// Gauge registers a gauge whose samples fn returns at each scrape.
-func (m *Metrics) Gauge(name, help string, labels []string, fn func() []Sample) {
-	m.Registry.MustRegister(&funcCollector{desc: prometheus.NewDesc(name, help, labels, nil), typ: prometheus.GaugeValue, fn: fn})
+// The metrics of State, one description each.
+var (
+	descCacheEntries  = desc("shield_cache_entries", "Entries in the local cache of shield.global().")
+	descCacheHits     = desc("shield_cache_hits_total", "Local cache lookups that returned a value.")
+	descCacheMisses   = desc("shield_cache_misses_total", "Local cache lookups that did not.")
+	descCacheHitRatio = desc("shield_cache_hit_ratio", "Hits / (hits + misses) of the local cache since start.")
+
+	descLocksHeld      = desc("shield_locks_held", "Lock holds held by this process (every kind).")
+	descLocksWaiting   = desc("shield_locks_waiting", "Lock acquires waiting in this process.")
+	descLocksLost      = desc("shield_lock_holds_lost_total", "Holds whose lease ran out or was taken over while held.")
+	descLocksAbandoned = desc("shield_lock_holds_released_at_task_end_total", "Holds released because their task ended without releasing them.")
+
+	descRankBoards  = desc("shield_rank_boards", "Leaderboards this process opened.")
+	descRankMembers = desc("shield_rank_members", "Members of the leaderboards this process opened.")
+
+	queueLabels          = []string{"queue", "kind"}
+	descQueueLength      = desc("shield_queue_length", "Messages held by the queue (reliable: with those in flight and retrying; broadcast: entries retained).", queueLabels...)
+	descQueuePending     = desc("shield_queue_pending", "Delay-queue messages not yet due.", queueLabels...)
+	descQueueReady       = desc("shield_queue_ready", "Messages deliverable now.", queueLabels...)
+	descQueueInFlight    = desc("shield_queue_in_flight", "Deliveries not yet acknowledged.", queueLabels...)
+	descQueueRetrying    = desc("shield_queue_retrying", "Nacked messages waiting for their retry.", queueLabels...)
+	descQueueConsumers   = desc("shield_queue_consumers", "Processes that consumed the queue within the last 10s.", queueLabels...)
+	descQueueLocal       = desc("shield_queue_local_consumers", "Consumers (consume / subscribe handles) of this process.", queueLabels...)
+	descQueueDead        = desc("shield_queue_dead_letters", "Dead letters held.", queueLabels...)
+	descQueueExpired     = desc("shield_queue_expired_total", "Messages dropped at delivery past their TTL.", queueLabels...)
+	descQueueTrimmed     = desc("shield_queue_trimmed_total", "Broadcast entries dropped before every group acknowledged them.", queueLabels...)
+	descQueueReclaimed   = desc("shield_queue_reclaims_total", "Deliveries given to another consumer after their visibility timeout.", queueLabels...)
+	descQueueNacked      = desc("shield_queue_nacks_total", "Nacks.", queueLabels...)
+	descQueueDeadLetterd = desc("shield_queue_dead_lettered_total", "Messages moved to the dead letters.", queueLabels...)
+	descQueueDeadDropped = desc("shield_queue_dead_dropped_total", "Dead letters dropped (disabled, or past their limits).", queueLabels...)
+
+	descLimiters         = desc("shield_rate_limiters", "Rate limiters of this process.")
+	descLimiterKeys      = desc("shield_rate_limiter_active_keys", "Rate-limiter keys with local state.")
+	descLimiterDecisions = desc("shield_rate_limiter_decisions_total", "Rate-limiter decisions, by result (allowed, rejected, unavailable).", "result")
+	descLimiterDegraded  = desc("shield_rate_limiter_degraded_total", "Token-bucket decisions made without a valid global share (Redis unreachable).")
+	descLimiterRejToday  = desc("shield_rate_limiter_rejected_today", "Requests refused (rejected or unavailable) since UTC midnight.")
+	descLimiterSyncs     = desc("shield_rate_limiter_syncs_total", "Token-bucket report rounds to Redis, by result (ok, failed).", "result")
+	descRuntimes         = desc("shield_runtimes", "Lua runtimes open.")
+	descTasksRunning     = desc("shield_tasks_running", "Tasks alive (running or suspended) in every runtime.")
+	// descState names the failure of a scrape's state read.
+	descState = desc("shield_state", "The state read at a scrape (reported only when it failed).")
+)
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
 }
 
-// Counter registers a counter (a total that only grows, kept by a core
-// package) whose samples fn returns at each scrape.
-func (m *Metrics) Counter(name, help string, labels []string, fn func() []Sample) {
-	m.Registry.MustRegister(&funcCollector{desc: prometheus.NewDesc(name, help, labels, nil), typ: prometheus.CounterValue, fn: fn})
+// stateCollector reads State at each scrape.
+type stateCollector struct {
+	state func(ctx context.Context) (State, error)
 }
 
-// One is a single unlabelled sample.
-func One(v float64) []Sample { return []Sample{{Value: v}} }
+// Describe sends no description: the collector is unchecked, because the
+// queues' labels are known only when it collects.
+func (stateCollector) Describe(chan<- *prometheus.Desc) {}
 
-type funcCollector struct {
-	desc *prometheus.Desc
-	typ  prometheus.ValueType
-	mu   sync.Mutex
-	fn   func() []Sample
-}
-
-func (c *funcCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *funcCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	samples := c.fn()
-	c.mu.Unlock()
-	for _, s := range samples {
-		ch <- prometheus.MustNewConstMetric(c.desc, c.typ, s.Value, s.Labels...)
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	defer cancel()
+	s, err := c.state(ctx)
+	if err != nil {
+		// The rest is still exposed; the error reaches the log through the
+		// handler (ContinueOnError).
+		ch <- prometheus.NewInvalidMetric(descState, err)
 	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(descCacheEntries, float64(s.Cache.Entries))
+	counter(descCacheHits, float64(s.Cache.Hits))
+	counter(descCacheMisses, float64(s.Cache.Misses))
+	gauge(descCacheHitRatio, s.Cache.HitRate)
+
+	gauge(descLocksHeld, float64(s.Locks.Held))
+	gauge(descLocksWaiting, float64(s.Locks.Waiting))
+	counter(descLocksLost, float64(s.Locks.Lost))
+	counter(descLocksAbandoned, float64(s.Locks.Abandoned))
+
+	gauge(descRankBoards, float64(s.Ranks.Boards))
+	gauge(descRankMembers, float64(s.Ranks.Members))
+
+	for _, q := range s.Queues {
+		l := []string{q.Name, q.Kind}
+		gauge(descQueueLength, float64(q.Length), l...)
+		gauge(descQueuePending, float64(q.Pending), l...)
+		gauge(descQueueReady, float64(q.Ready), l...)
+		gauge(descQueueInFlight, float64(q.InFlight), l...)
+		gauge(descQueueRetrying, float64(q.Retrying), l...)
+		gauge(descQueueConsumers, float64(q.Consumers), l...)
+		gauge(descQueueLocal, float64(q.LocalConsumers), l...)
+		gauge(descQueueDead, float64(q.DeadLetters), l...)
+		counter(descQueueExpired, float64(q.Expired), l...)
+		counter(descQueueTrimmed, float64(q.Trimmed), l...)
+		counter(descQueueReclaimed, float64(q.Reclaimed), l...)
+		counter(descQueueNacked, float64(q.Nacked), l...)
+		counter(descQueueDeadLetterd, float64(q.DeadLettered), l...)
+		counter(descQueueDeadDropped, float64(q.DeadDropped), l...)
+	}
+
+	gauge(descLimiters, float64(s.Limiter.Limiters))
+	gauge(descLimiterKeys, float64(s.Limiter.ActiveKeys))
+	counter(descLimiterDecisions, float64(s.Limiter.Allowed), "allowed")
+	counter(descLimiterDecisions, float64(s.Limiter.Rejected), "rejected")
+	counter(descLimiterDecisions, float64(s.Limiter.Unavailable), "unavailable")
+	counter(descLimiterDegraded, float64(s.Limiter.Degraded))
+	gauge(descLimiterRejToday, float64(s.Limiter.RejectedToday))
+	counter(descLimiterSyncs, float64(s.Limiter.Syncs), "ok")
+	counter(descLimiterSyncs, float64(s.Limiter.SyncFailures), "failed")
+
+	gauge(descRuntimes, float64(s.Runtimes))
+	gauge(descTasksRunning, float64(s.Tasks))
 }

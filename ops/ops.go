@@ -101,9 +101,10 @@ func Timestamp(ms int64) *string {
 // Sources are where the reports come from. A nil function reports zeros (a
 // capability switched off).
 type Sources struct {
-	Global    func(ctx context.Context) (Global, error)
+	// State is read for GET /ops/global (see State.Global).
+	State     func(ctx context.Context) (State, error)
 	Scheduler func(ctx context.Context) (Scheduler, error)
-	// Gatherer is what /metrics exposes (a prometheus.Registry).
+	// Gatherer is what /metrics exposes (Metrics.Registry).
 	Gatherer prometheus.Gatherer
 }
 
@@ -127,15 +128,14 @@ func Listen(cfg config.Ops, src Sources, log *slog.Logger) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ops/global", func(w http.ResponseWriter, r *http.Request) {
 		serveJSON(w, r, log, "global", func(ctx context.Context) (any, error) {
-			g := Global{Queues: []Queue{}}
-			if src.Global != nil {
+			var s State
+			if src.State != nil {
 				var err error
-				if g, err = src.Global(ctx); g.Queues == nil {
-					g.Queues = []Queue{}
+				if s, err = src.State(ctx); err != nil {
+					return nil, err
 				}
-				return g, err
 			}
-			return g, nil
+			return s.Global(), nil
 		})
 	})
 	mux.HandleFunc("GET /ops/scheduler", func(w http.ResponseWriter, r *http.Request) {
@@ -155,7 +155,12 @@ func Listen(cfg config.Ops, src Sources, log *slog.Logger) (*Server, error) {
 	if g == nil {
 		g = prometheus.NewRegistry()
 	}
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorLog: slogPrinter{log}}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorLog: slogPrinter{log},
+		// A state that could not be read in full (Redis down) still
+		// exposes the rest; the error is logged.
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
 	s := &Server{ln: ln, log: log, srv: &http.Server{
 		Handler:           authorized(cfg.Token, mux),
 		ReadHeaderTimeout: 5 * time.Second,
