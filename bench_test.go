@@ -133,3 +133,62 @@ func BenchmarkRawGoRedisSet(b *testing.B) {
 		}
 	}
 }
+
+// Host calls into a trivial script function from 32 goroutines: Call (a
+// task per call, results when it ends), Go (the same without a waiting
+// goroutine: the callback gets the results) and the baseline, Do running
+// L.CallByParam on the loop (no task: the function may not block).
+const hostCallers = 32
+
+func hostRuntime(b *testing.B) *Runtime {
+	rt := benchRuntime(b, config.Default())
+	if err := rt.RunString(`function add(a, b) return a + b end`, "add.lua"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetParallelism((hostCallers + 1) / 2) // GOMAXPROCS 2 here: 32 goroutines
+	return rt
+}
+
+func BenchmarkHostCall32(b *testing.B) {
+	rt := hostRuntime(b)
+	ctx := context.Background()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if r, err := rt.Call(ctx, "add", 1, 2); err != nil || r[0] != lua.LNumber(3) {
+				b.Fatal(r, err)
+			}
+		}
+	})
+}
+
+func BenchmarkHostGo32(b *testing.B) {
+	rt := hostRuntime(b)
+	b.RunParallel(func(pb *testing.PB) {
+		done := make(chan error, 1)
+		for pb.Next() {
+			rt.Go("add", []any{1, 2}, func(r []lua.LValue, err error) { done <- err })
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkHostDoCallByParam32(b *testing.B) {
+	rt := hostRuntime(b)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			err := rt.Do(func(L *lua.LState) error {
+				if err := L.CallByParam(lua.P{Fn: L.GetGlobal("add"), NRet: 1, Protect: true}, lua.LNumber(1), lua.LNumber(2)); err != nil {
+					return err
+				}
+				L.Pop(1)
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
