@@ -23,7 +23,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer mod.Close()
-	fmt.Println(mod.Backend)
+	fmt.Println(mod.Backend())
 	// Output: memory
 }
 

@@ -60,12 +60,12 @@ func TestCloseReleasesHeldLocks(t *testing.T) {
 
 			ctx := context.Background()
 			for _, n := range []string{"held", "rw-held", "main-held"} {
-				if info, err := m.Locks.Info(n).Do(ctx); err != nil || info.Held {
+				if info, err := m.distLocks.Info(n).Do(ctx); err != nil || info.Held {
 					t.Fatalf("%s still held after Close: %+v %v", n, info, err)
 				}
 			}
 			for _, n := range []string{"local-held", "main-local"} {
-				if info, held := m.LocalLocks.Info(n); held {
+				if info, held := m.localLocks.Info(n); held {
 					t.Fatalf("local lock %s still held after Close: %+v", n, info)
 				}
 			}
@@ -146,7 +146,7 @@ func TestLockTimeoutWhileRedisHangs(t *testing.T) {
 	thaw()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		info, err := m.Locks.Info("hang").Do(context.Background())
+		info, err := m.distLocks.Info("hang").Do(context.Background())
 		if err == nil && !info.Held {
 			break
 		}

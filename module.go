@@ -1,8 +1,9 @@
 // Package shieldglobal gives gopher-lua scripts of a game server the global
 // capabilities of shield_global as the shield.* namespace: shared data with a
-// local cache and pub/sub today (locks, ranks, queues, rate limiters and a
-// scheduler build on the same runtime), backed by Redis when several
-// processes share state and by an in-process backend otherwise.
+// local cache, pub/sub, local and distributed locks, leaderboards, five kinds
+// of queues, rate limiters and a cron scheduler, backed by Redis when several
+// processes share state and by an in-process backend otherwise; and an ops
+// endpoint with the spec's reports and Prometheus metrics.
 //
 // One Module per process; one Runtime per *lua.LState:
 //
@@ -91,34 +92,30 @@ const (
 // Module is the process-wide part of shield_global: config, backend clients
 // and state shared by every Lua state of the process. Goroutine-safe.
 type Module struct {
-	Config  Config
-	Backend Backend
-	Log     *slog.Logger
+	cfg     Config
+	backend Backend
+	log     *slog.Logger
 
-	// Redis is the client in use (nil on the memory backend or when disabled).
-	Redis redis.UniversalClient
-	// KV, Bus and Cache back shield.global(); nil when the module is disabled
-	// (Cache also when global.cache.enabled is false).
-	KV    kv.Store
-	Bus   pubsub.Bus
-	Cache *kv.Cache
+	client redis.UniversalClient // the Redis client in use (nil on memory or disabled)
+	// kv, bus and cache back shield.global(); nil when the module is
+	// disabled (cache also when global.cache.enabled is false).
+	kv    kv.Store
+	bus   pubsub.Bus
+	cache *kv.Cache
 
-	// LocalLocks are the in-process locks (shield.mutex, rwlock, spinlock)
-	// and Locks the distributed ones; nil when lock.enabled is false.
-	LocalLocks *local.Manager
-	Locks      lock.Backend
-	// RateLimiters are the process's rate limiters (shield.rate_limiter):
+	// localLocks are the in-process locks (shield.mutex, rwlock, spinlock)
+	// and distLocks the distributed ones; nil when lock.enabled is false.
+	localLocks *local.Manager
+	distLocks  lock.Backend
+	// rateLimiters are the process's rate limiters (shield.rate_limiter):
 	// in-process on the memory backend, sharing their limits through Redis
 	// otherwise; nil when rate_limiter.enabled is false.
-	RateLimiters *ratelimit.Set
-
-	// Ranks is the leaderboard backend (shield.rank); nil when rank.enabled
-	// is false.
-	Ranks rank.Backend
-
-	// Queues is the message-queue backend shared by every runtime; nil when
-	// queue.enabled is false.
-	Queues queue.Backend
+	rateLimiters *ratelimit.Set
+	// rankBackend backs shield.rank; nil when rank.enabled is false.
+	rankBackend rank.Backend
+	// queueBackend is the message-queue backend shared by every runtime;
+	// nil when queue.enabled is false.
+	queueBackend queue.Backend
 
 	global     *bindings.Global
 	locks      *bindings.Locks
@@ -166,7 +163,7 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	m := &Module{Config: cfg, Backend: BackendNone, Log: log}
+	m := &Module{cfg: cfg, backend: BackendNone, log: log}
 	store.RouteLogs(log) // go-redis's own log lines go through our logger
 	nodeID, err := cfg.Global.EffectiveNodeID()
 	if err != nil {
@@ -217,19 +214,34 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 	return m, nil
 }
 
+// Config returns the configuration the module was built with (after
+// validation and environment overrides).
+func (m *Module) Config() Config { return m.cfg }
+
+// Backend tells which backend the module runs on.
+func (m *Module) Backend() Backend { return m.backend }
+
+// Logger returns the module's logger (WithLogger, or slog.Default()).
+func (m *Module) Logger() *slog.Logger { return m.log }
+
+// Redis returns the Redis client in use: the module's own, or the host's
+// (WithRedisClient); nil on the memory backend or when disabled. Do not
+// close it.
+func (m *Module) Redis() redis.UniversalClient { return m.client }
+
 // startRanks builds the leaderboard backend: in-process on the memory
 // backend, else on Redis under the module's prefix. Periodic resets need a
 // scheduler (bindings.Ranks.Scheduler); without one shield.rank refuses the
 // reset option.
 func (m *Module) startRanks() {
-	c := m.Config.Rank
-	if m.Backend == BackendMemory {
-		m.Ranks = rank.NewMemory(nil)
+	c := m.cfg.Rank
+	if m.backend == BackendMemory {
+		m.rankBackend = rank.NewMemory(nil)
 	} else {
-		m.Ranks = rank.NewRedis(m.Redis, m.Config.Global.Redis.Prefix)
+		m.rankBackend = rank.NewRedis(m.client, m.cfg.Global.Redis.Prefix)
 	}
-	m.ranks = &bindings.Ranks{Backend: m.Ranks, MaxMembers: c.MaxMembers, Archive: c.Reset.Enabled,
-		ArchiveTTL: config.Seconds(c.Reset.ArchiveTTL), Log: m.Log}
+	m.ranks = &bindings.Ranks{Backend: m.rankBackend, MaxMembers: c.MaxMembers, Archive: c.Reset.Enabled,
+		ArchiveTTL: config.Seconds(c.Reset.ArchiveTTL), Log: m.log}
 }
 
 // startQueues opens the queue backend. Each process is its own consumer in
@@ -237,45 +249,45 @@ func (m *Module) startRanks() {
 // node_id:service_id:instance (instance is random per process, so two
 // processes of one host and config never share a consumer).
 func (m *Module) startQueues() {
-	q := &bindings.Queues{Config: m.Config.Queue}
+	q := &bindings.Queues{Config: m.cfg.Queue}
 	consumer := fmt.Sprintf("%s:%d:%s", m.owner.NodeID, m.owner.ServiceID, m.owner.Instance)
-	if m.Backend == BackendMemory {
-		m.Queues, q.Inline = queue.NewMemory(queue.MemoryOptions{Consumer: consumer}), true
+	if m.backend == BackendMemory {
+		m.queueBackend, q.Inline = queue.NewMemory(queue.MemoryOptions{Consumer: consumer}), true
 	} else {
 		// The queue scripts publish wake-ups on <prefix>queue:{name}:notify
 		// and the core subscribes to channel names relative to the global
 		// prefix: a bus of its own under that prefix (neither the user bus,
 		// under <prefix>pubsub:, nor the internal one, with full names, fits).
-		prefix := m.Config.Global.Redis.Prefix
-		m.queueBus = pubsub.NewRedis(m.Redis, prefix, pubsub.Events{
+		prefix := m.cfg.Global.Redis.Prefix
+		m.queueBus = pubsub.NewRedis(m.client, prefix, pubsub.Events{
 			Down: func(err error) {
-				m.Log.Warn("shield: queue pub/sub connection down; waiting consumers re-check every 0.5-1 s", "error", err)
+				m.log.Warn("shield: queue pub/sub connection down; waiting consumers re-check every 0.5-1 s", "error", err)
 			},
-			Up: func() { m.Log.Info("shield: queue pub/sub connection back") },
+			Up: func() { m.log.Info("shield: queue pub/sub connection back") },
 		})
-		m.Queues = queue.NewRedis(m.Redis, prefix, m.queueBus, queue.RedisOptions{Consumer: consumer})
+		m.queueBackend = queue.NewRedis(m.client, prefix, m.queueBus, queue.RedisOptions{Consumer: consumer})
 	}
-	q.Backend = m.Queues
+	q.Backend = m.queueBackend
 	m.queues = q
 }
 
 func (m *Module) startLocks() error {
-	c := m.Config.Lock
-	m.LocalLocks = local.NewManager(nil)
-	m.LocalLocks.StartExpiry()
-	l := &bindings.Locks{Local: m.LocalLocks, Config: c, OnWaited: m.lockWaited}
-	prefix := m.Config.Global.Redis.Prefix
-	if m.Backend == BackendMemory {
-		m.Locks = lock.NewMemory(nil)
+	c := m.cfg.Lock
+	m.localLocks = local.NewManager(nil)
+	m.localLocks.StartExpiry()
+	l := &bindings.Locks{Local: m.localLocks, Config: c, OnWaited: m.lockWaited}
+	prefix := m.cfg.Global.Redis.Prefix
+	if m.backend == BackendMemory {
+		m.distLocks = lock.NewMemory(nil)
 	} else {
-		m.Locks = lock.NewRedis(m.Redis, prefix, m.internal)
+		m.distLocks = lock.NewRedis(m.client, prefix, m.internal)
 	}
-	l.Dist = m.Locks
+	l.Dist = m.distLocks
 	if c.Redlock.Enabled {
 		// Independent masters (host:port, checked by the config) with the
 		// credentials of global.redis and short timeouts: a slow node must not
 		// eat the lock's validity.
-		g := m.Config.Global.Redis
+		g := m.cfg.Global.Redis
 		nodes := make([]lock.Backend, 0, len(c.Redlock.Addrs))
 		for _, addr := range c.Redlock.Addrs {
 			client, err := store.NewClient(config.Redis{Addrs: []string{addr}, Username: g.Username, Password: g.Password,
@@ -298,23 +310,23 @@ func (m *Module) startLocks() error {
 // leases), and the first report round is awaited so the process is
 // counted before a script meets its first key.
 func (m *Module) startRateLimiters() {
-	cfg := ratelimit.ConfigFrom(m.Config.RateLimiter)
-	cfg.Logger = m.Log
+	cfg := ratelimit.ConfigFrom(m.cfg.RateLimiter)
+	cfg.Logger = m.log
 	cfg.ProcessID = m.owner.NodeID + ":" + strconv.FormatInt(m.owner.ServiceID, 10) + ":" + m.owner.Instance
-	if m.Backend == BackendMemory {
-		m.RateLimiters = ratelimit.NewMemory(cfg)
+	if m.backend == BackendMemory {
+		m.rateLimiters = ratelimit.NewMemory(cfg)
 	} else {
-		m.RateLimiters = ratelimit.NewRedis(m.Redis, m.Config.Global.Redis.Prefix, cfg)
+		m.rateLimiters = ratelimit.NewRedis(m.client, m.cfg.Global.Redis.Prefix, cfg)
 	}
-	m.RateLimiters.Start()
-	if m.Backend == BackendRedis {
+	m.rateLimiters.Start()
+	if m.backend == BackendRedis {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if err := m.RateLimiters.SyncNow(ctx); err != nil {
-			m.Log.Warn("shield: rate limiter: first report failed; new keys start on a guess until Redis answers", "error", err)
+		if err := m.rateLimiters.SyncNow(ctx); err != nil {
+			m.log.Warn("shield: rate limiter: first report failed; new keys start on a guess until Redis answers", "error", err)
 		}
 		cancel()
 	}
-	m.limiters = &bindings.Limiters{Set: m.RateLimiters, Algorithm: ratelimit.Algorithm(m.Config.RateLimiter.Algorithm)}
+	m.limiters = &bindings.Limiters{Set: m.rateLimiters, Algorithm: ratelimit.Algorithm(m.cfg.RateLimiter.Algorithm)}
 }
 
 // RateLimiterStats returns the counters of this process's rate limiters
@@ -325,34 +337,34 @@ func (m *Module) startRateLimiters() {
 // (requests refused, as over the limit or unavailable, since UTC
 // midnight). Cheap: no Redis call.
 func (m *Module) RateLimiterStats() ratelimit.Stats {
-	if m.RateLimiters == nil {
+	if m.rateLimiters == nil {
 		return ratelimit.Stats{}
 	}
-	return m.RateLimiters.Stats()
+	return m.rateLimiters.Stats()
 }
 
 func (m *Module) connect(host redis.UniversalClient) error {
-	r := m.Config.Global.Redis
+	r := m.cfg.Global.Redis
 	switch {
 	case r.Inherit && host == nil:
 		return errors.New("shield: global.redis.inherit is true but no client was handed to New (use WithRedisClient)")
 	case r.Inherit:
-		m.Redis = host
+		m.client = host
 	case r.Configured():
 		c, err := store.NewClient(r)
 		if err != nil {
 			return fmt.Errorf("shield: %w", err)
 		}
-		m.Redis, m.ownsClient = c, true
+		m.client, m.ownsClient = c, true
 	default:
-		m.Backend = BackendMemory
-		m.Log.Info("shield: no Redis configured (global.redis), using the in-process memory backend")
+		m.backend = BackendMemory
+		m.log.Info("shield: no Redis configured (global.redis), using the in-process memory backend")
 		return nil
 	}
-	m.Backend = BackendRedis
-	if err := store.Ping(context.Background(), m.Redis, store.Describe(r), 5*time.Second); err != nil {
+	m.backend = BackendRedis
+	if err := store.Ping(context.Background(), m.client, store.Describe(r), 5*time.Second); err != nil {
 		if m.ownsClient {
-			m.Redis.Close()
+			m.client.Close()
 		}
 		return fmt.Errorf("shield: global.redis: %w", err)
 	}
@@ -360,37 +372,37 @@ func (m *Module) connect(host redis.UniversalClient) error {
 }
 
 func (m *Module) startGlobal() error {
-	c := m.Config.Global.Cache
-	keys := store.Keys{Prefix: m.Config.Global.Redis.Prefix}
+	c := m.cfg.Global.Cache
+	keys := store.Keys{Prefix: m.cfg.Global.Redis.Prefix}
 	g := &bindings.Global{CacheTTL: config.Millis(c.DefaultTTL)}
 	if c.Enabled {
-		m.Cache = kv.NewCache(c.MaxSize, nil)
-		g.Cache = m.Cache
+		m.cache = kv.NewCache(c.MaxSize, nil)
+		g.Cache = m.cache
 	}
-	if m.Backend == BackendMemory {
-		m.KV, m.Bus = kv.NewMemory(), pubsub.NewMemory()
+	if m.backend == BackendMemory {
+		m.kv, m.bus = kv.NewMemory(), pubsub.NewMemory()
 		g.Inline = true
 	} else {
-		m.Bus = pubsub.NewRedis(m.Redis, keys.PubSubPrefix(), pubsub.Events{
+		m.bus = pubsub.NewRedis(m.client, keys.PubSubPrefix(), pubsub.Events{
 			Down: func(err error) {
-				m.Log.Warn("shield: pub/sub connection down; subscriptions resume when it is back", "error", err)
+				m.log.Warn("shield: pub/sub connection down; subscriptions resume when it is back", "error", err)
 			},
-			Up: func() { m.Log.Info("shield: pub/sub connection back; subscriptions resumed") },
+			Up: func() { m.log.Info("shield: pub/sub connection back; subscriptions resumed") },
 		})
 		// The internal bus takes full channel names (store.Keys builds them).
-		m.internal = pubsub.NewRedis(m.Redis, "", pubsub.Events{
+		m.internal = pubsub.NewRedis(m.client, "", pubsub.Events{
 			// SetBypass clears the cache whenever it flips.
 			Down: func(err error) {
-				if m.Cache != nil {
-					m.Cache.SetBypass(true)
+				if m.cache != nil {
+					m.cache.SetBypass(true)
 				}
-				m.Log.Warn("shield: internal pub/sub connection down; local cache bypassed, lock waiters poll", "error", err)
+				m.log.Warn("shield: internal pub/sub connection down; local cache bypassed, lock waiters poll", "error", err)
 			},
 			Up: func() {
-				if m.Cache != nil {
-					m.Cache.SetBypass(false)
+				if m.cache != nil {
+					m.cache.SetBypass(false)
 				}
-				m.Log.Info("shield: internal pub/sub connection back; local cache cleared")
+				m.log.Info("shield: internal pub/sub connection back; local cache cleared")
 			},
 		})
 		var opts []kv.RedisOption
@@ -400,9 +412,9 @@ func (m *Module) startGlobal() error {
 			}
 			opts = append(opts, kv.WithAnnounce(keys.CacheInvalidation(), m.instance))
 		}
-		m.KV = kv.NewRedis(m.Redis, keys.Prefix, opts...)
+		m.kv = kv.NewRedis(m.client, keys.Prefix, opts...)
 	}
-	g.Store, g.Bus = m.KV, m.Bus
+	g.Store, g.Bus = m.kv, m.bus
 	m.global = g
 	return nil
 }
@@ -437,8 +449,8 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 	if m.closed.Load() {
 		return nil, ErrModuleClosed
 	}
-	rt, err := bindings.NewRuntime(L, &bindings.Services{Log: m.Log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks, Queues: m.queues, Limiters: m.limiters,
-		Scheduler: m.schedBinding, SlowTask: config.Millis(m.Config.Global.Runtime.SlowTask), Observe: m.observers()})
+	rt, err := bindings.NewRuntime(L, &bindings.Services{Log: m.log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks, Queues: m.queues, Limiters: m.limiters,
+		Scheduler: m.schedBinding, SlowTask: config.Millis(m.cfg.Global.Runtime.SlowTask), Observe: m.observers()})
 	if err != nil {
 		return nil, err
 	}
@@ -456,10 +468,10 @@ var ErrModuleClosed = errors.New("shield: module closed")
 
 // CacheStats reports the local cache (zero when it is off).
 func (m *Module) CacheStats() kv.CacheStats {
-	if m.Cache == nil {
+	if m.cache == nil {
 		return kv.CacheStats{}
 	}
-	return m.Cache.Stats()
+	return m.cache.Stats()
 }
 
 // QueueInfo is the ops view of one queue; see QueueStats.
@@ -480,10 +492,14 @@ func (m *Module) QueueStats(ctx context.Context) ([]QueueInfo, error) {
 	return m.queues.Stats(ctx)
 }
 
-// Close releases what the module opened: queue consumers (their in-flight
-// reliable messages are released for immediate redelivery), pub/sub
-// connections and goroutines and its own Redis client (not one handed in
-// with WithRedisClient). Close runtimes first. Idempotent.
+// Close releases what the module opened, in this order: the ops endpoint;
+// the scheduler (Go runs in progress get global.runtime.shutdown_grace);
+// queue settles still being sent (up to 5 s), then the queue consumers
+// (in-flight reliable messages are released for immediate redelivery); the
+// lock expiry; the rate limiters (their shares handed back, about a second
+// at most); Redlock clients, pub/sub connections and its own Redis client
+// (not one handed in with WithRedisClient). Close runtimes first.
+// Idempotent.
 func (m *Module) Close() error {
 	var err error
 	m.closeOnce.Do(func() {
@@ -494,16 +510,16 @@ func (m *Module) Close() error {
 		err = errors.Join(err, m.closeScheduler())
 		if m.queues != nil {
 			m.queues.Drain(5 * time.Second) // releases runtimes sent as they closed
-			err = errors.Join(err, m.Queues.Close())
+			err = errors.Join(err, m.queueBackend.Close())
 		}
 		if m.queueBus != nil {
 			err = errors.Join(err, m.queueBus.Close())
 		}
-		if m.LocalLocks != nil {
-			m.LocalLocks.StopExpiry()
+		if m.localLocks != nil {
+			m.localLocks.StopExpiry()
 		}
-		if m.RateLimiters != nil {
-			m.RateLimiters.Stop() // hands the shares back first (at most about a second)
+		if m.rateLimiters != nil {
+			m.rateLimiters.Stop() // hands the shares back first (at most about a second)
 		}
 		for _, c := range m.redlock {
 			err = errors.Join(err, c.Close())
@@ -511,11 +527,11 @@ func (m *Module) Close() error {
 		if m.internal != nil {
 			err = errors.Join(err, m.internal.Close())
 		}
-		if m.Bus != nil {
-			err = errors.Join(err, m.Bus.Close())
+		if m.bus != nil {
+			err = errors.Join(err, m.bus.Close())
 		}
-		if m.ownsClient && m.Redis != nil {
-			err = errors.Join(err, m.Redis.Close())
+		if m.ownsClient && m.client != nil {
+			err = errors.Join(err, m.client.Close())
 		}
 	})
 	return err

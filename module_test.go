@@ -96,7 +96,7 @@ func TestDisabledModuleDoesNothing(t *testing.T) {
 	}
 	defer m.Close()
 
-	if m.Backend != BackendNone || m.Redis != nil || m.KV != nil || m.Bus != nil || m.Cache != nil {
+	if m.backend != BackendNone || m.client != nil || m.kv != nil || m.bus != nil || m.cache != nil {
 		t.Fatalf("disabled module has capabilities: %+v", m)
 	}
 	if n := runtime.NumGoroutine(); n != before {
@@ -119,8 +119,8 @@ func TestMemoryBackendIsTheDefaultAndSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if m.Backend != BackendMemory || m.KV == nil || m.Bus == nil || m.Cache == nil {
-		t.Fatalf("backend %s", m.Backend)
+	if m.backend != BackendMemory || m.kv == nil || m.bus == nil || m.cache == nil {
+		t.Fatalf("backend %s", m.backend)
 	}
 	if c := strings.Count(logs.String(), "memory backend"); c != 1 {
 		t.Fatalf("memory backend mentioned %d times in the log:\n%s", c, logs.String())
@@ -146,8 +146,8 @@ func TestInheritNeedsAClient(t *testing.T) {
 	client := testredis.Standalone(t)
 	cfg.Global.Redis.Prefix = testredis.Prefix(t)
 	m := newModule(t, cfg, WithRedisClient(client))
-	if m.Backend != BackendRedis {
-		t.Fatalf("backend %s", m.Backend)
+	if m.backend != BackendRedis {
+		t.Fatalf("backend %s", m.backend)
 	}
 	rt := newRuntime(t, m)
 	if err := rt.RunString(`shield.global():set("inherited", 7)`, "t.lua"); err != nil {
@@ -194,7 +194,7 @@ func TestLockCapabilitySwitchedOff(t *testing.T) {
 	cfg := config.Default()
 	cfg.Lock.Enabled = false
 	m := newModule(t, cfg)
-	if m.Locks != nil || m.LocalLocks != nil {
+	if m.distLocks != nil || m.localLocks != nil {
 		t.Fatal("lock backends built although lock.enabled is false")
 	}
 	rt := newRuntime(t, m)

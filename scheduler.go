@@ -20,10 +20,10 @@ import (
 // scheduler.persistence on and storage "redis"; otherwise in process memory
 // (each firing then runs once across this process's runtimes only).
 func (m *Module) startScheduler() error {
-	c := m.Config.Scheduler
+	c := m.cfg.Scheduler
 	var st scheduler.Store
-	if m.Backend == BackendRedis && c.Persistence.Enabled && c.Persistence.Storage == config.StorageRedis {
-		m.schedStore = scheduler.NewRedis(m.Redis, m.Config.Global.Redis.Prefix, scheduler.RedisOptions{})
+	if m.backend == BackendRedis && c.Persistence.Enabled && c.Persistence.Storage == config.StorageRedis {
+		m.schedStore = scheduler.NewRedis(m.client, m.cfg.Global.Redis.Prefix, scheduler.RedisOptions{})
 		st = m.schedStore
 	} else {
 		st = scheduler.NewMemory(nil)
@@ -34,7 +34,7 @@ func (m *Module) startScheduler() error {
 		Defaults:  scheduler.DefaultOptions(c),
 		LocalOnly: !c.Distributed.Enabled,
 		Events:    func(ev scheduler.Event) { b.Event(ev); m.schedEvent(ev) },
-		Log:       m.Log,
+		Log:       m.log,
 		Instance:  m.owner.NodeID + ":" + strconv.FormatInt(m.owner.ServiceID, 10),
 	})
 	if err != nil {
@@ -53,7 +53,7 @@ var errNoScheduler = errors.New("shield: the scheduler is disabled (scheduler.en
 // (change what the caller needs, then pass them to scheduleGo).
 func (m *Module) schedOptions() scheduler.Options {
 	if m.sched == nil {
-		return scheduler.DefaultOptions(m.Config.Scheduler)
+		return scheduler.DefaultOptions(m.cfg.Scheduler)
 	}
 	return m.sched.DefaultOptions()
 }
@@ -114,7 +114,7 @@ func (r rankScheduler) Register(name, cronExpr string, distributed bool, run fun
 	}
 	go func() {
 		if _, err := op.Do(r.m.schedCtx); err != nil && r.m.schedCtx.Err() == nil {
-			r.m.Log.Error("shield: registering a leaderboard reset failed", "task", name, "error", err)
+			r.m.log.Error("shield: registering a leaderboard reset failed", "task", name, "error", err)
 		}
 	}()
 	return nil
@@ -138,11 +138,11 @@ func (m *Module) closeScheduler() error {
 	if m.sched == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), config.Millis(m.Config.Global.Runtime.ShutdownGrace))
+	ctx, cancel := context.WithTimeout(context.Background(), config.Millis(m.cfg.Global.Runtime.ShutdownGrace))
 	defer cancel()
 	err := m.sched.Close(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {
-		m.Log.Warn("shield: scheduler runs still going after the shutdown grace period were abandoned")
+		m.log.Warn("shield: scheduler runs still going after the shutdown grace period were abandoned")
 		err = nil
 	}
 	m.schedCancel()

@@ -102,9 +102,11 @@ type Runtime struct {
 	// the check; must be >= 0. Default 1000.
 	SlowTask int64 `yaml:"slow_task"`
 	// ShutdownGrace is how long running tasks get to finish when `shield run`
-	// stops (SIGINT, SIGTERM) and after each spec file of `shield test`, in
-	// milliseconds; Lua still running after it is interrupted. Must be >= 0.
-	// Default 5000.
+	// stops (SIGINT, SIGTERM, or after its main chunk raised), in
+	// milliseconds; Lua still running after it is interrupted. Module.Close
+	// gives the scheduler's runs in progress the same time. `shield test`
+	// does not use it: tasks a spec file leaves running are stopped when the
+	// file ends, without a grace. Must be >= 0. Default 5000.
 	ShutdownGrace int64 `yaml:"shutdown_grace"`
 }
 
@@ -180,8 +182,8 @@ type Lock struct {
 	// MaxTTL caps any requested TTL, in milliseconds; must be >= DefaultTTL.
 	// Default 300000.
 	MaxTTL int64 `yaml:"max_ttl"`
-	// Reentrant lets the owning node acquire a lock it already holds.
-	// Default true.
+	// Reentrant is the default of the locks' reentrant option: the task
+	// that holds a lock may acquire it again. Default true.
 	Reentrant bool `yaml:"reentrant"`
 	// Retry is the acquire retry interval in milliseconds; must be > 0.
 	// Default 100.
@@ -239,8 +241,10 @@ type Rank struct {
 type RankReset struct {
 	// Enabled archives a leaderboard when it is reset. Default true.
 	Enabled bool `yaml:"enabled"`
-	// ArchiveTable names where reset leaderboards are archived; must not be
-	// empty when Enabled. Default "rank_archive".
+	// ArchiveTable is not used: archives of reset leaderboards live under
+	// <prefix>rank:archive:{<name>}:<YYYYMMDD> (store.Keys.RankArchive). It
+	// is kept because the spec lists it; must not be empty when Enabled.
+	// Default "rank_archive".
 	ArchiveTable string `yaml:"archive_table"`
 	// ArchiveTTL is how long archives are kept, in SECONDS; must be > 0.
 	// Default 2592000 (30 days).

@@ -1,7 +1,7 @@
 // Command shield runs Lua scripts and Lua spec files on shield_global.
 //
 //	shield run  [--config F] script.lua [args...]
-//	shield test [--config F] [paths...]        (default: testdata/lua)
+//	shield test [--config F] [--timeout 10s] [--output human|tap|junit] [paths...]   (default: testdata/lua)
 //
 // Without --config (or a Redis URL in SHIELD_REDIS_URL) everything runs on
 // the embedded memory backend.
@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -64,7 +65,7 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%v\n", err)
 		return 1
 	}
-	defer mod.Close()
+	defer closeModule(mod, stderr)
 	switch cmd {
 	case "run":
 		return runScript(mod, fs.Arg(0), fs.Args()[1:], stderr)
@@ -86,6 +87,25 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// moduleCloseWait bounds Module.Close at exit: the runtime has had its
+// grace already; what is left (queue settles, rate-limiter shares handed
+// back, a leaderboard reset still running) must not hold a stopping process
+// up for long when Redis is slow.
+const moduleCloseWait = 3 * time.Second
+
+func closeModule(mod *shieldglobal.Module, stderr io.Writer) {
+	done := make(chan error, 1)
+	go func() { done <- mod.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			fmt.Fprintf(stderr, "shield: closing: %v\n", err)
+		}
+	case <-time.After(moduleCloseWait):
+		fmt.Fprintf(stderr, "shield: closing the module took longer than %v; exiting without waiting (unsettled queue messages come back after their visibility timeout)\n", moduleCloseWait)
+	}
 }
 
 func loadConfig(path string) (config.Config, error) {
@@ -112,7 +132,7 @@ func runScript(mod *shieldglobal.Module, path string, scriptArgs []string, stder
 		fmt.Fprintf(stderr, "shield: %v\n", err)
 		return 1
 	}
-	grace := config.Millis(mod.Config.Global.Runtime.ShutdownGrace)
+	grace := config.Millis(mod.Config().Global.Runtime.ShutdownGrace)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	args := make([]lua.LValue, len(scriptArgs))

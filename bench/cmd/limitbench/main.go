@@ -111,15 +111,23 @@ func main() {
 			fatalf("setup: %v", err)
 		}
 	}
-	tbRedis, err := mod.RateLimiters.TokenBucket("tb", ratelimit.Options{Rate: never, Burst: never})
+	// The Go cases use limiter Sets of their own (the Module keeps its
+	// own private): the same code the Module's limiters run.
+	goSet := ratelimit.NewRedis(rc, prefix+"go:", ratelimit.ConfigFrom(cfg.RateLimiter))
+	goSet.Start()
+	defer goSet.Stop()
+	memSet := ratelimit.NewMemory(ratelimit.ConfigFrom(cfg.RateLimiter))
+	memSet.Start()
+	defer memSet.Stop()
+	tbRedis, err := goSet.TokenBucket("tb", ratelimit.Options{Rate: never, Burst: never})
 	if err != nil {
 		fatalf("token bucket: %v", err)
 	}
-	tbMem, err := mem.RateLimiters.TokenBucket("tb", ratelimit.Options{Rate: never, Burst: never})
+	tbMem, err := memSet.TokenBucket("tb", ratelimit.Options{Rate: never, Burst: never})
 	if err != nil {
 		fatalf("token bucket: %v", err)
 	}
-	swRedis, err := mod.RateLimiters.SlidingWindow("sw", ratelimit.Options{Window: time.Second, MaxRequests: never})
+	swRedis, err := goSet.SlidingWindow("sw", ratelimit.Options{Window: time.Second, MaxRequests: never})
 	if err != nil {
 		fatalf("sliding window: %v", err)
 	}

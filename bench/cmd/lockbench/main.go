@@ -253,13 +253,14 @@ func main() {
 		`local l = shield.distributed_mutex("u0:k" .. (i % 64), {ttl = 30000, auto_extend = false}); assert(l:acquire()); assert(l:release())`, 8))
 	cases = append(cases, luaCase(sec1, "shield distributed_mutex from Lua, watchdog on (auto_extend default)", floorName, rt, "",
 		`local l = shield.distributed_mutex("u1:k" .. (i % 64), {ttl = 30000}); assert(l:acquire()); assert(l:release())`, 8))
+	goLocks := lock.NewRedis(rc, prefix+"shield:", nil) // the Module's scripts and keys, without Lua
 	c := goCase(sec1, "shield core/lock TryAcquire+Release from Go (same scripts, no Lua; reference)", floorName, func(i int) error {
 		name := "u2:k" + strconv.Itoa(i%keySpace)
-		a, err := mod.Locks.TryAcquire(name, "lockbench:go", lock.Exclusive, lock.Options{TTL: lockTTL, Reentrant: true}).Do(ctx)
+		a, err := goLocks.TryAcquire(name, "lockbench:go", lock.Exclusive, lock.Options{TTL: lockTTL, Reentrant: true}).Do(ctx)
 		if err != nil || !a.Granted {
 			return fmt.Errorf("TryAcquire %q: granted=%v err=%v", name, a.Granted, err)
 		}
-		_, err = mod.Locks.Release(name, "lockbench:go", lock.Exclusive, false).Do(ctx)
+		_, err = goLocks.Release(name, "lockbench:go", lock.Exclusive, false).Do(ctx)
 		return err
 	})
 	c.note = "isolates the Lua binding's cost"

@@ -102,8 +102,11 @@ func main() {
 		n, m, *flagSlice, *flagRounds)
 
 	// ---- boards for the throughput cases
-	swapBoard := board(mod.Ranks, "swap")
-	upBoard := board(mod.Ranks, "update")
+	// Go reaches the boards the scripts use through a backend of its own
+	// on the same keys (the Module keeps its own private).
+	goRanks := rank.NewRedis(rc, prefix)
+	swapBoard := board(goRanks, "swap")
+	upBoard := board(goRanks, "update")
 	fill(swapBoard, m, 1000)
 	fill(upBoard, m, 1000)
 	plainZ := prefix + "plainz"
@@ -204,7 +207,7 @@ func main() {
 	big := *flagBig
 	mem := rank.NewMemory(nil)
 	memBoard := board(mem, "big")
-	redisBig := board(mod.Ranks, "big")
+	redisBig := board(goRanks, "big")
 	start := time.Now()
 	fill(memBoard, big, 10000)
 	memLoad := time.Since(start)
