@@ -120,14 +120,14 @@ func (r rankScheduler) Register(name, cronExpr string, distributed bool, run fun
 	return nil
 }
 
-// unscheduleGo removes a task (in every process, for a distributed one).
+// unscheduleGo removes a task (in every process, for a distributed one);
+// runtimes that registered the same name hear it from the Engine.
 // Errors: errNoScheduler, scheduler.ErrNotFound, the store's.
 func (m *Module) unscheduleGo(name string) error {
 	if m.sched == nil {
 		return errNoScheduler
 	}
 	_, err := m.sched.Remove(name).Do(m.schedCtx)
-	m.schedBinding.Forget(name)
 	return err
 }
 

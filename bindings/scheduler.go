@@ -2,7 +2,6 @@ package bindings
 
 import (
 	"errors"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,8 +27,9 @@ const (
 
 // Scheduler backs shield.scheduler(): the Module's Engine, shared by every
 // runtime, and the routing of its lifecycle events to the runtimes that
-// registered each task. Create it with NewScheduler before the Engine, pass
-// its Event method as scheduler.Config.Events, then set Engine.
+// registered each task (by the events' Owners). Create it with
+// NewScheduler before the Engine, pass its Event method as
+// scheduler.Config.Events, then set Engine.
 type Scheduler struct {
 	Engine *scheduler.Engine
 	// Now is the clock of scheduler:preview (time.Now when nil).
@@ -37,20 +37,13 @@ type Scheduler struct {
 
 	ids atomic.Int64 // runtime owner ids
 
-	mu    sync.Mutex
-	names map[string]*schedName // task name -> the runtimes that registered it
-}
-
-// schedName is what the process knows of one task name: its kind and the
-// bindings (runtimes) that registered it.
-type schedName struct {
-	kind     scheduler.Kind
-	bindings []*schedBinding // usually one
+	mu       sync.Mutex
+	bindings map[string]*schedBinding // owner id -> the runtime's binding
 }
 
 // NewScheduler returns a Scheduler without an Engine yet.
 func NewScheduler() *Scheduler {
-	return &Scheduler{names: map[string]*schedName{}}
+	return &Scheduler{bindings: map[string]*schedBinding{}}
 }
 
 func (s *Scheduler) now() time.Time {
@@ -61,98 +54,16 @@ func (s *Scheduler) now() time.Time {
 }
 
 // Event is the Engine's Config.Events: it hands each lifecycle event to the
-// runtimes that registered the task and listen for its kind, and tells them
-// when a one-shot task has run (the Engine drops it then). It runs on the
-// Engine's loop and only posts.
+// runtimes that registered the task (ev.Owners) and listen for its kind.
+// It runs on the Engine's loop and only posts.
 func (s *Scheduler) Event(ev scheduler.Event) {
-	name := ev.Firing.Task
-	s.mu.Lock()
-	n := s.names[name]
-	if n == nil {
+	for _, owner := range ev.Owners {
+		s.mu.Lock()
+		b := s.bindings[owner]
 		s.mu.Unlock()
-		return
-	}
-	ended := n.kind == scheduler.KindOnce && endsOnce(ev)
-	var targets []*schedBinding
-	for _, b := range n.bindings {
-		if ended || b.listens(ev.Kind) {
-			targets = append(targets, b)
+		if b != nil && b.listens(ev.Kind) {
+			b.rt.Post(func() { b.deliver(ev) })
 		}
-	}
-	if ended {
-		delete(s.names, name)
-	}
-	s.mu.Unlock()
-	for _, b := range targets {
-		b.rt.Post(func() {
-			b.deliver(ev)
-			if ended {
-				b.forget(name)
-			}
-		})
-	}
-}
-
-// endsOnce reports an event after which a one-shot task is gone.
-func endsOnce(ev scheduler.Event) bool {
-	switch ev.Kind {
-	case scheduler.EventAfter:
-		return !ev.Firing.Manual
-	case scheduler.EventFailed:
-		return ev.Final && !ev.Firing.Manual
-	case scheduler.EventMissed:
-		return true
-	}
-	return false
-}
-
-// Forget tells every runtime that registered name that the task is gone
-// (removed by Go code of the Module, or by one of the runtimes).
-func (s *Scheduler) Forget(name string) {
-	s.mu.Lock()
-	n := s.names[name]
-	delete(s.names, name)
-	s.mu.Unlock()
-	if n == nil {
-		return
-	}
-	for _, b := range n.bindings {
-		b.rt.Post(func() { b.forget(name) })
-	}
-}
-
-// track records that b registered name (of kind).
-func (s *Scheduler) track(b *schedBinding, name string, kind scheduler.Kind) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.names[name]
-	if n == nil || n.kind != kind {
-		s.names[name] = &schedName{kind: kind, bindings: []*schedBinding{b}}
-		return
-	}
-	if !slices.Contains(n.bindings, b) {
-		n.bindings = append(n.bindings, b)
-	}
-}
-
-// untrack drops b's registration of name (every name when name is "").
-func (s *Scheduler) untrack(b *schedBinding, name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	drop := func(key string, n *schedName) {
-		n.bindings = slices.DeleteFunc(n.bindings, func(x *schedBinding) bool { return x == b })
-		if len(n.bindings) == 0 {
-			delete(s.names, key)
-		}
-	}
-	if name != "" {
-		if n := s.names[name]; n != nil {
-			drop(name, n)
-		}
-		return
-	}
-	for key, n := range s.names {
-		drop(key, n)
 	}
 }
 
@@ -164,7 +75,8 @@ type schedBinding struct {
 	owner string
 	ud    *lua.LUserData
 
-	tasks     map[string]*boundTask // registered by this runtime and still alive; each holds a Ref
+	tasks     map[string]*boundTask // registered (or being registered) by this runtime
+	gens      uint64                // numbers this runtime's registrations
 	listeners map[scheduler.EventKind][]*lua.LFunction
 	listening atomic.Uint32 // bit per event kind with a listener
 
@@ -172,12 +84,85 @@ type schedBinding struct {
 	closed bool // the runtime is closing: firings are refused
 }
 
-// boundTask is a task this runtime registered.
+// boundTask is what this runtime knows of one task name it registered.
+// Each Register call is a generation; the Engine calls the Task.Gone of
+// the generation whose RunFunc it holds when the task leaves it for good.
+// The runtime is held (Ref) while live is set.
 type boundTask struct {
-	name  string
-	kind  scheduler.Kind
-	dist  bool
-	check *time.Timer // a distributed one-shot task: looks whether it ran elsewhere
+	live    uint64              // the generation the Engine holds, 0 when none
+	pending int                 // registrations in flight
+	early   map[uint64]struct{} // generations told gone before their Register returned
+}
+
+// beginRegister numbers a registration of name and returns its
+// generation. Loop only.
+func (b *schedBinding) beginRegister(name string) uint64 {
+	t := b.tasks[name]
+	if t == nil {
+		t = &boundTask{}
+		b.tasks[name] = t
+	}
+	t.pending++
+	b.gens++
+	return b.gens
+}
+
+// endRegister records the outcome of registration gen of name: when ok and
+// the Engine took its RunFunc (info.Registered; a one-shot task that
+// already ran elsewhere takes none), it is the live one, unless the
+// Engine already told it gone. Loop only.
+func (b *schedBinding) endRegister(name string, gen uint64, info scheduler.Info, ok bool) {
+	t := b.tasks[name]
+	if t == nil {
+		return // the runtime closed meanwhile
+	}
+	t.pending--
+	if ok && info.Registered && gen > t.live {
+		b.setLive(t, gen)
+	}
+	if _, gone := t.early[gen]; gone {
+		delete(t.early, gen)
+		if t.live == gen {
+			b.setLive(t, 0)
+		}
+	}
+	b.tidy(name, t)
+}
+
+// gone handles the Engine's Task.Gone of registration gen of name. Loop
+// only.
+func (b *schedBinding) gone(name string, gen uint64) {
+	t := b.tasks[name]
+	switch {
+	case t == nil || gen < t.live:
+		return // a registration another one replaced, or the runtime closed
+	case gen == t.live:
+		b.setLive(t, 0)
+	default: // its Register has not returned yet
+		if t.early == nil {
+			t.early = map[uint64]struct{}{}
+		}
+		t.early[gen] = struct{}{}
+	}
+	b.tidy(name, t)
+}
+
+// setLive sets t's live generation, holding the runtime while there is one.
+func (b *schedBinding) setLive(t *boundTask, gen uint64) {
+	switch {
+	case t.live == 0 && gen != 0:
+		b.rt.Ref()
+	case t.live != 0 && gen == 0:
+		b.rt.Unref()
+	}
+	t.live = gen
+}
+
+// tidy drops name's entry once nothing is live nor in flight.
+func (b *schedBinding) tidy(name string, t *boundTask) {
+	if t.live == 0 && t.pending == 0 {
+		delete(b.tasks, name)
+	}
 }
 
 // eventBits numbers the event kinds for schedBinding.listening.
@@ -196,6 +181,9 @@ func (rt *Runtime) installScheduler(lib *lua.LTable, s *Scheduler) {
 	b := &schedBinding{rt: rt, s: s, owner: "rt-" + strconv.FormatInt(s.ids.Add(1), 10),
 		tasks: map[string]*boundTask{}, listeners: map[scheduler.EventKind][]*lua.LFunction{}}
 	rt.OnClose(b.close)
+	s.mu.Lock()
+	s.bindings[b.owner] = b
+	s.mu.Unlock()
 
 	mt := L.NewTypeMetatable(schedulerType)
 	mt.RawSetString("__name", lua.LString(schedulerType))
@@ -230,63 +218,12 @@ func (b *schedBinding) args(L *lua.LState, fn string) args {
 
 func (b *schedBinding) name(fn string) string { return schedulerType + ":" + fn }
 
-// adopt records a task this runtime registered: it keeps the runtime alive
-// (shield run stays up) until the task is removed, has run (one-shot), or
-// the runtime closes.
-func (b *schedBinding) adopt(info scheduler.Info) {
-	if info.Kind == scheduler.KindOnce && info.NextRun.IsZero() && info.Running == 0 && info.Status != scheduler.StatusPaused {
-		return // a one-shot task with nothing left to run (already ran, or missed)
-	}
-	b.s.track(b, info.Name, info.Kind)
-	if old := b.tasks[info.Name]; old != nil {
-		old.kind, old.dist = info.Kind, info.Distributed
-		return
-	}
-	t := &boundTask{name: info.Name, kind: info.Kind, dist: info.Distributed}
-	b.tasks[info.Name] = t
-	b.rt.Ref()
-	if t.kind == scheduler.KindOnce && t.dist && !info.NextRun.IsZero() {
-		// Another process may run it: this one then only hears the
-		// Store's removal, which the Engine does not report. Look.
-		b.watchOnce(t, time.Until(info.NextRun)+time.Second)
-	}
-}
-
-// watchOnce checks after d whether the distributed one-shot task t is
-// still registered here, and forgets it once it is not.
-func (b *schedBinding) watchOnce(t *boundTask, d time.Duration) {
-	t.check = time.AfterFunc(max(d, 100*time.Millisecond), func() {
-		b.rt.Post(func() {
-			if b.tasks[t.name] != t {
-				return
-			}
-			Go(b.rt, b.s.Engine.Get(t.name), func(info scheduler.Info, err error) {
-				if b.tasks[t.name] != t {
-					return
-				}
-				if errors.Is(err, scheduler.ErrNotFound) || (err == nil && !info.Registered) {
-					b.forget(t.name)
-					return
-				}
-				b.watchOnce(t, time.Second)
-			})
-		})
-	})
-}
-
-// forget drops a task this runtime registered (removed, or a one-shot task
-// that ran) and its hold on the runtime. Loop only.
-func (b *schedBinding) forget(name string) {
-	t := b.tasks[name]
-	if t == nil {
-		return
-	}
-	delete(b.tasks, name)
-	if t.check != nil {
-		t.check.Stop()
-	}
-	b.s.untrack(b, name)
-	b.rt.Unref()
+// goneFunc is the Task.Gone of registration gen of name: the Engine calls
+// it on its loop when the task leaves it for good (removed in any process,
+// a one-shot task that ran or was missed anywhere), so this runtime stops
+// holding it.
+func (b *schedBinding) goneFunc(name string, gen uint64) func() {
+	return func() { b.rt.Post(func() { b.gone(name, gen) }) }
 }
 
 // close runs when the runtime closes: firings are refused from now on and
@@ -298,12 +235,13 @@ func (b *schedBinding) close() {
 	b.mu.Unlock()
 	for name, t := range b.tasks {
 		delete(b.tasks, name)
-		if t.check != nil {
-			t.check.Stop()
+		if t.live != 0 {
+			b.rt.Unref()
 		}
-		b.rt.Unref()
 	}
-	b.s.untrack(b, "")
+	b.s.mu.Lock()
+	delete(b.s.bindings, b.owner)
+	b.s.mu.Unlock()
 	b.s.Engine.Detach(b.owner)
 }
 
@@ -399,6 +337,7 @@ func (b *schedBinding) deliver(ev scheduler.Event) {
 	}
 	if ev.Kind == scheduler.EventMissed {
 		info.RawSetString("count", lua.LNumber(ev.Count))
+		info.RawSetString("last_scheduled", lua.LNumber(ev.Last.UnixMilli()))
 	}
 	name := ev.Firing.Task
 	for _, fn := range fns {

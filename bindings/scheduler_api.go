@@ -62,9 +62,7 @@ func (b *schedBinding) once(L *lua.LState) int {
 	if ms != ms || ms < 0 || ms > 1e13 {
 		a.bad(3, fmt.Sprintf("delay must be a number of milliseconds >= 0, got %s", lua.LNumber(ms).String()))
 	}
-	// A delay of 0 runs on the next millisecond: the Engine's local
-	// one-shot timeline fires strictly after registration.
-	s, err := scheduler.After(time.Duration(max(1, math.Ceil(ms))) * time.Millisecond)
+	s, err := scheduler.After(time.Duration(math.Ceil(ms)) * time.Millisecond)
 	if err != nil {
 		a.bad(3, invalidText(err))
 	}
@@ -107,9 +105,11 @@ func (b *schedBinding) taskName(a args, n int) string {
 // registerTask registers the task and returns its task object; wrap
 // rewrites errors (a task file names itself).
 func (b *schedBinding) registerTask(L *lua.LState, fn, name string, s scheduler.Schedule, run *lua.LFunction, o taskOpts, wrap func(error) error) int {
+	gen := b.beginRegister(name)
 	op := b.s.Engine.Register(scheduler.Task{Name: name, Schedule: s, Options: o.opts, Owner: b.owner,
-		Run: b.runFunc(run, o.onError)})
+		Run: b.runFunc(run, o.onError), Gone: b.goneFunc(name, gen)})
 	return RunOutcome(b.rt, L, b.name(fn), op, func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
+		b.endRegister(name, gen, info, err == nil)
 		if err != nil {
 			switch {
 			case errors.Is(err, scheduler.ErrInvalid):
@@ -123,7 +123,6 @@ func (b *schedBinding) registerTask(L *lua.LState, fn, name string, s scheduler.
 			}
 			return nil, wrap(err)
 		}
-		b.adopt(info)
 		return []lua.LValue{b.taskObject(L, info)}, nil
 	})
 }
@@ -161,38 +160,32 @@ func (b *schedBinding) list(L *lua.LState) int {
 // scheduler:pause(name) -> true, or nil, "not_found". A distributed task
 // pauses in every process.
 func (b *schedBinding) pause(L *lua.LState) int {
-	return b.control(L, "pause", b.s.Engine.Pause, nil)
+	return b.control(L, "pause", b.s.Engine.Pause)
 }
 
 // scheduler:resume(name) -> true, or nil, "not_found".
 func (b *schedBinding) resume(L *lua.LState) int {
-	return b.control(L, "resume", b.s.Engine.Resume, nil)
+	return b.control(L, "resume", b.s.Engine.Resume)
 }
 
 // scheduler:remove(name) -> true, or nil, "not_found". A distributed task
-// is removed in every process.
+// is removed in every process (the Engine tells each registrant: Gone).
 func (b *schedBinding) remove(L *lua.LState) int {
-	return b.control(L, "remove", b.s.Engine.Remove, b.s.Forget)
+	return b.control(L, "remove", b.s.Engine.Remove)
 }
 
 // scheduler:trigger(name) -> true, or nil, "not_found" (not registered in
 // this process): runs it once now, outside its schedule.
 func (b *schedBinding) trigger(L *lua.LState) int {
-	return b.control(L, "trigger", b.s.Engine.Trigger, nil)
+	return b.control(L, "trigger", b.s.Engine.Trigger)
 }
 
-func (b *schedBinding) control(L *lua.LState, fn string, do func(string) *store.Op[struct{}], after func(string)) int {
+func (b *schedBinding) control(L *lua.LState, fn string, do func(string) *store.Op[struct{}]) int {
 	a := b.args(L, fn)
 	name := b.taskName(a, 2)
 	return RunOutcome(b.rt, L, b.name(fn), do(name), func(L *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
-		if errors.Is(err, scheduler.ErrNotFound) && after != nil {
-			after(name) // gone already (removed by another process): stop holding it
-		}
 		if err != nil {
 			return taskNotFound(err)
-		}
-		if after != nil {
-			after(name)
 		}
 		return []lua.LValue{lua.LTrue}, nil
 	})
@@ -230,7 +223,8 @@ func (b *schedBinding) preview(L *lua.LState) int {
 // lifecycle event of the tasks this runtime registered, when the run is in
 // this process. Events: "before" (each attempt), "after" (a successful
 // attempt), "failed" (a failed attempt; info.final when no retry follows),
-// "skipped" (overlap), "missed" (info.count firings).
+// "skipped" (overlap), "missed" (info.count firings, from info.scheduled
+// to info.last_scheduled).
 func (b *schedBinding) on(L *lua.LState) int {
 	a := b.args(L, "on")
 	ev := scheduler.EventKind(a.str(2))

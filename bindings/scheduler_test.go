@@ -13,6 +13,7 @@ import (
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/internal/testclock"
+	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
 // The binding on an Engine driven by a fake clock: firings happen when the
@@ -34,10 +35,16 @@ type schedFixture struct {
 
 func newSchedFixture(t *testing.T) *schedFixture {
 	t.Helper()
-	clk := testclock.New()
+	return newSchedProcess(t, testclock.New(), nil)
+}
+
+// newSchedProcess is a fixture whose Engine ("process") keeps its
+// distributed tasks in st (nil: a private Memory), on clock clk.
+func newSchedProcess(t *testing.T, clk *testclock.Clock, st scheduler.Store) *schedFixture {
+	t.Helper()
 	s := NewScheduler()
 	s.Now = clk.Now
-	e, err := scheduler.New(scheduler.Config{Clock: fakeClock{clk}, Events: s.Event,
+	e, err := scheduler.New(scheduler.Config{Clock: fakeClock{clk}, Events: s.Event, Store: st,
 		Defaults: scheduler.DefaultOptions(config.Default().Scheduler)})
 	if err != nil {
 		t.Fatal(err)
@@ -533,3 +540,138 @@ func TestSchedulerIsAbsentWithoutTheService(t *testing.T) {
 }
 
 func itoa64(n int64) string { return lua.LNumber(n).String() }
+
+// schedStores are the Stores two fixture processes share: a Memory, and
+// Redis on the fake clock.
+func schedStores(t *testing.T) map[string]func(*testing.T, *testclock.Clock) scheduler.Store {
+	return map[string]func(*testing.T, *testclock.Clock) scheduler.Store{
+		"memory": func(_ *testing.T, clk *testclock.Clock) scheduler.Store { return scheduler.NewMemory(clk.Now) },
+		"redis": func(t *testing.T, clk *testclock.Clock) scheduler.Store {
+			st := scheduler.NewRedis(testredis.Standalone(t), testredis.Prefix(t), scheduler.RedisOptions{Now: clk.Now})
+			t.Cleanup(func() { st.Close() })
+			return st
+		},
+	}
+}
+
+// awaitIdle waits until rt holds nothing (Wait returns).
+func awaitIdle(t *testing.T, rt *Runtime, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := rt.Wait(ctx); err != nil {
+		t.Fatalf("the runtime did not go idle %s: %v", what, err)
+	}
+}
+
+// awaitBusy checks that rt is still held by something.
+func awaitBusy(t *testing.T, rt *Runtime, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := rt.Wait(ctx); err == nil {
+		t.Fatalf("the runtime went idle %s", what)
+	}
+}
+
+// One-shot tasks due at once run at registration, the clock standing
+// still: once(0), and an at: time already past within catch_up (late);
+// one past catch_up is told as missed. Then nothing holds the runtime.
+func TestSchedulerOneShotsDueAtOnceRun(t *testing.T) {
+	for _, mode := range []string{"local", "distributed"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newSchedFixture(t)
+			rt := f.runtime()
+			now := clockStart / 1000
+			mustRun(t, rt, `
+				s = shield.scheduler()
+				dist = `+map[string]string{"local": "false", "distributed": "true"}[mode]+`
+				ran, missed = {}, {}
+				s:on("missed", function(name, info) missed[#missed + 1] = name .. ":" .. info.count .. ":" .. info.scheduled end)
+				local function record(info) ran[#ran + 1] = info.task .. ":" .. info.scheduled .. ":" .. tostring(info.late) end
+				s:once("now", 0, record, { distributed = dist })
+				s:add("past", "at:`+itoa64(now-10)+`", record, { distributed = dist })
+				s:add("stale", "at:`+itoa64(now-120)+`", record, { distributed = dist })
+			`)
+			eventually(t, rt, "two runs and a missed event", func(L *lua.LState) bool {
+				return luaNum(L, "#ran") >= 2 && luaNum(L, "#missed") >= 1
+			})
+			mustRun(t, rt, `
+				table.sort(ran)
+				assert(#ran == 2 and ran[1] == "now:`+itoa64(clockStart)+`:false" and ran[2] == "past:`+itoa64((now-10)*1000)+`:true",
+					table.concat(ran, ", "))
+				assert(#missed == 1 and missed[1] == "stale:1:`+itoa64((now-120)*1000)+`", table.concat(missed, ", "))
+			`)
+			awaitIdle(t, rt, "after its one-shot tasks ran or were missed")
+		})
+	}
+}
+
+// A distributed task removed by another process, or a distributed
+// one-shot task another process ran, stops holding this runtime at once:
+// the Engine tells the binding (no polling).
+func TestSchedulerTaskGoneElsewhereFreesTheRuntime(t *testing.T) {
+	for name, store := range schedStores(t) {
+		t.Run(name, func(t *testing.T) {
+			clk := testclock.New()
+			st := store(t, clk)
+			a, b := newSchedProcess(t, clk, st), newSchedProcess(t, clk, st)
+			ra, rb := a.runtime(), b.runtime()
+			mustRun(t, ra, `shield.scheduler():interval("shared", 60000, function() end, { distributed = true })`)
+			awaitBusy(t, ra, "with a distributed task registered")
+			mustRun(t, rb, `assert(shield.scheduler():remove("shared") == true)`)
+			awaitIdle(t, ra, "after another process removed its task")
+
+			for _, rt := range []*Runtime{ra, rb} {
+				mustRun(t, rt, `runs = 0; shield.scheduler():once("bonus", 1000, function() runs = runs + 1 end, { distributed = true })`)
+			}
+			awaitBusy(t, ra, "with a one-shot task pending")
+			a.advanceUntilGo(500*time.Millisecond, "the one-shot run", func() bool { return num(t, ra, "runs")+num(t, rb, "runs") >= 1 })
+			awaitIdle(t, ra, "after the one-shot task ran")
+			awaitIdle(t, rb, "after the one-shot task ran")
+			if n := num(t, ra, "runs") + num(t, rb, "runs"); n != 1 {
+				t.Fatalf("%v runs of a distributed one-shot task", n)
+			}
+		})
+	}
+}
+
+// A process that comes late (its clock jumps: a stall) claims the latest
+// firing within catch_up and tells on("missed") of the ones before it,
+// with their count and fire times; a firing that starts more than a
+// second after its time is late (info.late).
+func TestSchedulerMissedAndLateFirings(t *testing.T) {
+	for _, mode := range []string{"local", "distributed"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newSchedFixture(t)
+			rt := f.runtime()
+			mustRun(t, rt, `
+				s = shield.scheduler()
+				local dist = `+map[string]string{"local": "false", "distributed": "true"}[mode]+`
+				missed, runs = {}, {}
+				s:on("missed", function(name, info)
+					missed[#missed + 1] = name .. ":" .. info.count .. ":" .. info.scheduled .. "-" .. info.last_scheduled
+				end)
+				s:interval("hb", 1000, function(info) runs[#runs + 1] = info end, { distributed = dist, catch_up = 5000 })
+				s:interval("slow", 10000, function(info) runs[#runs + 1] = info end, { distributed = dist })
+			`)
+			f.clk.Advance(3500 * time.Millisecond) // hb: 1 s and 2 s missed, 3 s runs
+			f.advanceUntil(rt, 10*time.Millisecond, "a missed event", func(L *lua.LState) bool { return luaNum(L, "#missed") >= 1 })
+			want := "hb:2:" + itoa64(clockStart+1000) + "-" + itoa64(clockStart+2000)
+			if got := luaStr(t, rt, "missed[1]"); got != want {
+				t.Fatalf("missed event %q, want %q", got, want)
+			}
+			f.clk.Advance(9 * time.Second) // slow: the 10 s firing starts after 12 s
+			f.advanceUntil(rt, 10*time.Millisecond, "the late run", func(L *lua.LState) bool {
+				return L.DoString(`for _, r in ipairs(runs) do if r.task == "slow" then return end end error("no run")`) == nil
+			})
+			mustRun(t, rt, `
+				for _, r in ipairs(runs) do
+					if r.task == "slow" then assert(r.late == true, "a run 2 s late is not late") end
+					if r.task == "hb" and r.scheduled == `+itoa64(clockStart+3000)+` then assert(r.late == false, "a run 0.5 s late is late") end
+				end
+				assert(s:get("slow"):info().late == 1)
+			`)
+		})
+	}
+}

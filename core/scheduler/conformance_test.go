@@ -209,6 +209,9 @@ func TestConformance(t *testing.T) {
 			t.Run("RetriesTiedToTheFiring", func(t *testing.T) { testRetries(t, b) })
 			t.Run("OneShotRunsOnceAndIsRemoved", func(t *testing.T) { testOnce(t, b) })
 			t.Run("CronInTimezone", func(t *testing.T) { testCronZone(t, b) })
+			t.Run("LateStartIsLate", func(t *testing.T) { testLateStart(t, b) })
+			t.Run("MissedFiringsOfAClaimAreTold", func(t *testing.T) { testMissedByClaim(t, b) })
+			t.Run("GoneTellsTheRegistrants", func(t *testing.T) { testGone(t, b) })
 		})
 	}
 }
@@ -613,6 +616,185 @@ func testOnce(t *testing.T, b backend) {
 	if rs := log.all(); len(rs) != 2 || rs[1].Task != "late" {
 		t.Fatalf("a past at: within catch_up did not run: %+v", rs)
 	}
+	// An at: older than catch_up does not run: it is counted and told as
+	// missed, and removed everywhere (a tombstone, as after a run).
+	stale := At(cl.clk.Now().Add(-2 * time.Minute))
+	cl.register("stale", stale, nil, log.run)
+	for i, e := range cl.es {
+		awaitLocal(t, e, func() bool { return e.tasks["stale"] == nil }, fmt.Sprintf("engine %d dropped stale", i))
+		if _, err := e.Get("stale").Do(t.Context()); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("engine %d: Get(stale) = %v; want ErrNotFound", i, err)
+		}
+	}
+	var told int
+	cl.ev.mu.Lock()
+	for _, ev := range cl.ev.all {
+		if ev.Kind == EventMissed && ev.Firing.Task == "stale" && ev.Count == 1 && ev.Firing.Scheduled.Equal(time.UnixMilli(stale.at)) {
+			told++
+		}
+	}
+	cl.ev.mu.Unlock()
+	if told != 1 || len(log.all()) != 2 {
+		t.Fatalf("stale at: told missed %d times, runs %+v", told, log.all())
+	}
+	// A delay of 0 runs at once, without the clock moving, in one process.
+	cl.register("now", mustAfter(t, 0), nil, log.run)
+	cl.settle()
+	if rs := log.all(); len(rs) != 3 || rs[2].Task != "now" || !rs[2].Scheduled.Equal(cl.clk.Now()) {
+		t.Fatalf("once(0) runs %+v; want one run, now", rs)
+	}
+}
+
+// A firing whose run starts more than LateAfter after its scheduled time
+// is Late and counted so, whatever delayed it: here every process stalled
+// (the clock jumps past the fire time) and the firing is still within
+// catch_up when a process claims it.
+func testLateStart(t *testing.T, b backend) {
+	cl := newCluster(t, b, 0, 0)
+	var log runLog
+	cl.register("job", every(t, 10*time.Second), nil, log.run)
+	cl.advance(10*time.Second, 100*time.Millisecond)
+	cl.clk.Advance(12 * time.Second) // the 20 s firing is claimed at 22 s
+	cl.settle()
+	rs := log.all()
+	if len(rs) != 2 || rs[0].Late || !rs[1].Late {
+		t.Fatalf("runs %+v; want the first on time and the second late", rs)
+	}
+	if info := do(t, cl.es[1].Get("job")); info.Late != 1 || info.RunCount != 2 || info.Missed != 0 {
+		t.Fatalf("Info %+v; want late 1, nothing missed", info)
+	}
+}
+
+// Firings a successful claim counts as missed (the process comes late:
+// it claims the latest firing within catch_up and counts those before)
+// are told as missed events to the process whose claim counted them.
+func testMissedByClaim(t *testing.T, b backend) {
+	cl := newCluster(t, b, 0, 0)
+	var log runLog
+	cl.register("hb", every(t, time.Second), func(o *Options) { o.CatchUp = 5 * time.Second }, log.run)
+	cl.advance(time.Second, 100*time.Millisecond)
+	start := log.all()[0].Scheduled
+	cl.clk.Advance(3500 * time.Millisecond) // 2 s and 3 s are missed, 4 s runs
+	cl.settle()
+	rs := log.all()
+	if len(rs) != 2 || !rs[1].Scheduled.Equal(start.Add(3*time.Second)) {
+		t.Fatalf("runs %+v; want the latest firing to run", rs)
+	}
+	info := do(t, cl.es[0].Get("hb"))
+	var told int64
+	var missed []Event
+	cl.ev.mu.Lock()
+	for _, ev := range cl.ev.all {
+		if ev.Kind == EventMissed {
+			told += ev.Count
+			missed = append(missed, ev)
+		}
+	}
+	cl.ev.mu.Unlock()
+	if info.Missed != 2 || told != info.Missed || len(missed) != 1 ||
+		!missed[0].Firing.Scheduled.Equal(start.Add(time.Second)) || !missed[0].Last.Equal(start.Add(2*time.Second)) {
+		t.Fatalf("missed %d, missed events %+v; want one event for the 2 missed firings from %v", info.Missed, missed, start.Add(time.Second))
+	}
+}
+
+// gones counts Task.Gone calls per registration.
+type gones struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (g *gones) fn(key string) func() {
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.n == nil {
+			g.n = map[string]int{}
+		}
+		g.n[key]++
+	}
+}
+
+func (g *gones) count(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n[key]
+}
+
+// awaitGone waits (settling the cluster) until every key was told once.
+func awaitGone(t *testing.T, cl *cluster, g *gones, keys ...string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		cl.settle()
+		ok := true
+		for _, k := range keys {
+			if c := g.count(k); c > 1 {
+				t.Fatalf("%s: Gone called %d times", k, c)
+			} else if c == 0 {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Gone not called for all of %v within 5s: %v", keys, g.n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Every process that registered a distributed task is told (Task.Gone)
+// when it is removed by another process, and when its one-shot firing
+// ran in another process; a registration replaced by a later one of the
+// same owner, or detached, is not told.
+func testGone(t *testing.T, b backend) {
+	cl := newCluster(t, b, 0, 0, 0)
+	var g gones
+	var log runLog
+	reg := func(i int, name string, s Schedule, key string) {
+		o := distOpts(cl.es[i])
+		o.LockTTL = 300 * time.Millisecond
+		do(t, cl.es[i].Register(Task{Name: name, Schedule: s, Options: o, Gone: g.fn(key),
+			Run: func(f Firing, done func(error)) { log.run(i, f, done) }}))
+	}
+	hb := every(t, 100*time.Millisecond)
+	for i := range cl.es {
+		reg(i, "hb", hb, fmt.Sprintf("hb/%d", i))
+	}
+	reg(0, "hb", hb, "hb/0-again") // replaces hb/0
+	cl.advance(300*time.Millisecond, 10*time.Millisecond)
+	do(t, cl.es[2].Remove("hb"))
+	awaitGone(t, cl, &g, "hb/0-again", "hb/1", "hb/2")
+	if n := g.count("hb/0"); n != 0 {
+		t.Fatalf("a replaced registration was told %d times", n)
+	}
+	// A one-shot task runs in one process; all three are told.
+	s := mustAfter(t, 100*time.Millisecond)
+	for i := range cl.es {
+		reg(i, "bonus", s, fmt.Sprintf("bonus/%d", i))
+	}
+	cl.advance(200*time.Millisecond, 10*time.Millisecond)
+	awaitGone(t, cl, &g, "bonus/0", "bonus/1", "bonus/2")
+	// Detach is not a removal: nobody is told.
+	reg(1, "solo", hb, "solo/1")
+	cl.es[1].Detach("")
+	cl.advance(100*time.Millisecond, 10*time.Millisecond)
+	do(t, cl.es[0].Remove("solo"))
+	cl.settle()
+	if n := g.count("solo/1"); n != 0 {
+		t.Fatalf("a detached registration was told %d times", n)
+	}
+	// A local task removed here tells its registrant; a record removed
+	// behind this process's back (no control message) is dropped here by
+	// Remove, which tells it too.
+	do(t, cl.es[0].Register(Task{Name: "mine", Schedule: hb, Options: cl.es[0].DefaultOptions(), Gone: g.fn("mine"), Run: noop}))
+	do(t, cl.es[0].Remove("mine"))
+	awaitGone(t, cl, &g, "mine")
+	reg(0, "ghost", hb, "ghost")
+	forgetRecord(t, cl.st, "ghost")
+	do(t, cl.es[0].Remove("ghost")) // the Store has no record; the engine still had it
+	awaitGone(t, cl, &g, "ghost")
 }
 
 // Cron fire times follow the task's zone, identically in every process.
@@ -648,6 +830,23 @@ func mustAfter(t testing.TB, d time.Duration) Schedule {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// forgetRecord deletes a task's record from the Store without telling any
+// engine (as if the control message were lost).
+func forgetRecord(t *testing.T, st Store, name string) {
+	switch st := st.(type) {
+	case *Memory:
+		st.mu.Lock()
+		delete(st.tasks, name)
+		st.mu.Unlock()
+	case *Redis:
+		if err := st.c.Del(t.Context(), st.taskKeys(name)...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatalf("store %T", st)
+	}
 }
 
 // testWriter sends log lines to t.Log.

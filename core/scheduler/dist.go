@@ -84,10 +84,19 @@ func (e *Engine) claimDue(t *task) {
 		Early:    e.ahead + skewTolerance,
 		MissOnly: now-due > t.opts.CatchUp.Milliseconds(),
 	}
+	if t.sched.kind == KindOnce {
+		c.Keep = e.onceKeep(t)
+	}
 	t.claiming = true
 	submit(e, e.st.claim(c), func(res claimResult, err error, t0, t1 time.Time) {
 		e.claimed(t, c, res, err, t0, t1)
 	})
+}
+
+// onceKeep is how long a settled one-shot task's tombstone stays, so that
+// late claims and registrations of it see it was settled.
+func (e *Engine) onceKeep(t *task) time.Duration {
+	return t.opts.CatchUp + t.opts.LockTTL + time.Minute
 }
 
 // claimBackoff is the wait before claim attempt n+1 while the Store does
@@ -99,8 +108,23 @@ func claimBackoff(fails int) time.Duration {
 // claimed handles a claim's reply.
 func (e *Engine) claimed(t *task, c claim, res claimResult, err error, t0, t1 time.Time) {
 	t.claiming = false
-	if t.removed || e.closing {
+	if e.closing {
 		return // a claimed firing's lease lapses; another process re-runs it
+	}
+	if t.removed {
+		// Removed meanwhile (a claimed firing's lease lapses; another
+		// process re-runs it). What the claim settled as missed is still
+		// told: a one-shot claim's own tombstone may remove the task here
+		// before its reply comes.
+		if err == nil {
+			switch res.Outcome {
+			case outcomeClaimed, outcomeSkipped:
+				e.tellMissed(t, c, res, false)
+			case outcomeMissed:
+				e.tellMissed(t, c, res, true)
+			}
+		}
+		return
 	}
 	now := e.nowNs()
 	if err != nil {
@@ -128,7 +152,7 @@ func (e *Engine) claimed(t *task, c claim, res claimResult, err error, t0, t1 ti
 	}
 	switch res.Outcome {
 	case outcomeClaimed:
-		e.recount(t, res, c)
+		e.tellMissed(t, c, res, false)
 		t.cursor = c.Fire
 		r := e.newRun(t, c.Fire, Firing{Late: t.late})
 		r.owner = c.Owner
@@ -146,19 +170,14 @@ func (e *Engine) claimed(t *task, c claim, res claimResult, err error, t0, t1 ti
 			e.maybeProbe(t, c.Fire, res.RunDeadline)
 		}
 	case outcomeSkipped:
-		e.recount(t, res, c)
+		e.tellMissed(t, c, res, false)
 		t.cursor = c.Fire
 		t.late = false
-		e.emit(Event{Kind: EventSkipped, Firing: Firing{Task: t.name, Scheduled: time.UnixMilli(c.Fire)}})
+		e.emit(t, Event{Kind: EventSkipped, Firing: Firing{Task: t.name, Scheduled: time.UnixMilli(c.Fire)}})
 	case outcomeMissed:
-		e.recount(t, res, c)
+		e.tellMissed(t, c, res, true)
 		t.cursor = c.Fire
 		t.late = false
-		n := int64(1)
-		if !res.Recount {
-			n += c.Missed
-		}
-		e.emit(Event{Kind: EventMissed, Firing: Firing{Task: t.name, Scheduled: time.UnixMilli(c.Fire)}, Count: n})
 	case outcomePaused:
 		t.paused = true
 		t.next = 0
@@ -174,16 +193,28 @@ func (e *Engine) claimed(t *task, c claim, res claimResult, err error, t0, t1 ti
 	e.planDist(t)
 }
 
-// recount adds the missed firings a claim could not count (its cursor was
-// not the one this engine believed in).
-func (e *Engine) recount(t *task, res claimResult, c claim) {
-	if !res.Recount {
-		return
+// tellMissed tells (EventMissed) the firings that claim c settled as
+// missed: the fire times it skipped over between the cursor and c.Fire
+// (the Store counted them if its cursor was the one c expected; else it
+// reports Recount and this engine counts them), plus c.Fire itself if the
+// claim found it too old (fireMissed). Only the claiming process tells
+// them, so each missed firing is told once.
+func (e *Engine) tellMissed(t *task, c claim, res claimResult, fireMissed bool) {
+	prev, n := c.ExpectPrev, c.Missed
+	if res.Recount {
+		prev, n = res.Cursor, t.tl.count(res.Cursor, c.Fire)
+		if n > 0 {
+			submit(e, e.st.addMissed(t.name, n), func(struct{}, error, time.Time, time.Time) {})
+		}
 	}
-	if n := t.tl.count(res.Cursor, c.Fire); n > 0 {
-		submit(e, e.st.addMissed(t.name, n), func(struct{}, error, time.Time, time.Time) {})
-		e.emit(Event{Kind: EventMissed, Firing: Firing{Task: t.name, Scheduled: time.UnixMilli(c.Fire)}, Count: n})
+	var last int64
+	if n > 0 {
+		last = t.tl.lastBefore(prev, c.Fire-1)
 	}
+	if fireMissed {
+		n, last = n+1, c.Fire
+	}
+	e.emitMissed(t, t.tl.next(prev), last, n)
 }
 
 // probeMargin is how long after a lease deadline a probe looks.
@@ -276,7 +307,7 @@ func (e *Engine) sendFinish(r *run, runErr error) {
 	t := r.task
 	f := finish{Name: t.name, Fire: r.fire, Owner: r.owner, Manual: r.base.Manual,
 		Started: (r.first + e.storeOffset()) / int64(time.Millisecond), Late: r.base.Late,
-		Once: t.sched.kind == KindOnce, Keep: t.opts.CatchUp + t.opts.LockTTL + time.Minute}
+		Once: t.sched.kind == KindOnce, Keep: e.onceKeep(t)}
 	if runErr != nil {
 		f.Fail, f.Err = true, runErr.Error()
 	}

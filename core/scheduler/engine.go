@@ -382,8 +382,10 @@ func (e *Engine) Pause(name string) *store.Op[struct{}] { return e.control(name,
 func (e *Engine) Resume(name string) *store.Op[struct{}] { return e.control(name, ctlResume) }
 
 // Remove deletes the task (runs in progress finish; pending retries are
-// dropped). A distributed task is removed from the Store and from every
-// process. Errors as Pause.
+// dropped) and calls its registrants' Task.Gone. A distributed task is
+// removed from the Store and from every process (each calls the Gone of
+// its registrations); one that has no record any more but is still
+// registered here is dropped here. Errors as Pause.
 func (e *Engine) Remove(name string) *store.Op[struct{}] { return e.control(name, ctlRemove) }
 
 func (e *Engine) control(name string, op controlOp) *store.Op[struct{}] {
@@ -408,6 +410,20 @@ func (e *Engine) control(name string, op controlOp) *store.Op[struct{}] {
 	return thenOp(e.st.control(name, op), func(ok bool, err error) (struct{}, error) {
 		if err != nil {
 			return struct{}{}, fmt.Errorf("scheduler: %s %q: %w", op, name, err)
+		}
+		if !ok && op == ctlRemove {
+			// No record, but the task may still be registered here (its
+			// removal by another process did not reach this one): drop it.
+			here := false
+			if err := e.call(func() {
+				if t := e.tasks[name]; t != nil && t.dist {
+					e.drop(t)
+					here = true
+				}
+			}); err != nil {
+				return struct{}{}, err
+			}
+			ok = here
 		}
 		if !ok {
 			return struct{}{}, fmt.Errorf("%w: %q", ErrNotFound, name)

@@ -95,14 +95,18 @@ func TestLocalCatchUp(t *testing.T) {
 	if info := do(t, e.Get("hb")); len(log.all()) != 2 || info.Missed != 9+59 {
 		t.Fatalf("after an hour's jump: %d runs, missed %d", len(log.all()), info.Missed)
 	}
-	missed := 0
-	for _, k := range ev.kinds() {
-		if k == EventMissed {
-			missed++
+	var missed []Event
+	ev.mu.Lock()
+	for _, x := range ev.all {
+		if x.Kind == EventMissed {
+			missed = append(missed, x)
 		}
 	}
-	if missed != 2 {
-		t.Fatalf("%d missed events; want 2", missed)
+	ev.mu.Unlock()
+	start := testclock.New().Now()
+	if len(missed) != 2 || missed[0].Count != 9 || !missed[0].Firing.Scheduled.Equal(start.Add(time.Minute)) ||
+		!missed[0].Last.Equal(start.Add(9*time.Minute)) || missed[1].Count != 59 {
+		t.Fatalf("missed events %+v; want 9 from the 1st to the 9th firing, then 59", missed)
 	}
 }
 
@@ -241,5 +245,75 @@ func TestClose(t *testing.T) {
 	defer cancel()
 	if err := e2.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Close with a stuck run: %v", err)
+	}
+}
+
+// One-shot tasks that are due at once run at registration, without the
+// clock moving: once(0), and an at: time already past but within
+// catch_up (which starts late, so it is marked Late). One past catch_up
+// is counted missed, with a missed event. All three are removed after.
+func TestLocalOnceDueAtOnce(t *testing.T) {
+	e, clk, ev := newLocal(t)
+	var log runLog
+	run := func(f Firing, done func(error)) { log.run(0, f, done) }
+	now := clk.Now()
+	o := e.DefaultOptions()
+	o.CatchUp = time.Minute
+	do(t, e.Register(Task{Name: "now", Schedule: mustAfter(t, 0), Options: o, Run: run}))
+	do(t, e.Register(Task{Name: "past", Schedule: At(now.Add(-30 * time.Second)), Options: o, Run: run}))
+	do(t, e.Register(Task{Name: "stale", Schedule: At(now.Add(-2 * time.Minute)), Options: o, Run: run}))
+	settle(t, e)
+	got := map[string]ran{}
+	for _, r := range log.all() {
+		if _, dup := got[r.Task]; dup {
+			t.Fatalf("%s ran twice", r.Task)
+		}
+		got[r.Task] = r
+	}
+	if r, ok := got["now"]; !ok || !r.Scheduled.Equal(now) || r.Late {
+		t.Errorf("once(0): %+v, ran %v; want a run scheduled now, not late", r, ok)
+	}
+	if r, ok := got["past"]; !ok || !r.Scheduled.Equal(now.Add(-30*time.Second)) || !r.Late {
+		t.Errorf("a past at: within catch_up: %+v, ran %v; want a late run at its time", r, ok)
+	}
+	if _, ok := got["stale"]; ok {
+		t.Errorf("an at: older than catch_up ran")
+	}
+	var missed []Event
+	ev.mu.Lock()
+	for _, x := range ev.all {
+		if x.Kind == EventMissed {
+			missed = append(missed, x)
+		}
+	}
+	ev.mu.Unlock()
+	if len(missed) != 1 || missed[0].Firing.Task != "stale" || missed[0].Count != 1 ||
+		!missed[0].Firing.Scheduled.Equal(now.Add(-2*time.Minute)) || !missed[0].Last.Equal(missed[0].Firing.Scheduled) {
+		t.Errorf("missed events %+v; want one for stale", missed)
+	}
+	for _, name := range []string{"now", "past", "stale"} {
+		if _, err := e.Get(name).Do(t.Context()); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s still registered after its one firing: %v", name, err)
+		}
+	}
+}
+
+// A firing that starts more than LateAfter after its scheduled time is
+// Late, whatever delayed it (here a stalled loop: the clock jumps), and
+// counted in Info.Late; one on time is not.
+func TestLocalLateStart(t *testing.T) {
+	e, clk, _ := newLocal(t)
+	var log runLog
+	do(t, e.Register(Task{Name: "job", Schedule: every(t, 10*time.Second), Options: e.DefaultOptions(),
+		Run: func(f Firing, done func(error)) { log.run(0, f, done) }}))
+	tickLocal(t, e, clk, 10*time.Second, time.Second)
+	clk.Advance(12 * time.Second) // the 20 s firing starts at 22 s
+	settle(t, e)
+	rs := log.all()
+	if len(rs) != 2 || rs[0].Late || !rs[1].Late {
+		t.Fatalf("runs %+v; want the first on time and the second late", rs)
+	}
+	if info := do(t, e.Get("job")); info.Late != 1 || info.RunCount != 2 {
+		t.Fatalf("Info %+v; want late 1", info)
 	}
 }

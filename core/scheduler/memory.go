@@ -206,6 +206,11 @@ func (m *Memory) claim(c claim) step[claimResult] {
 		case c.MissOnly || now-c.Fire > c.CatchUp.Milliseconds():
 			r.Missed++
 			res.Outcome = outcomeMissed
+			if c.Keep > 0 {
+				r.Done = true
+				r.expireAt = now + max(c.Keep, time.Second).Milliseconds()
+				return res, []controlMsg{{Op: ctlRemove, Name: c.Name}}, nil
+			}
 		case c.Skip && live > 0:
 			r.Skipped++
 			res.Outcome = outcomeSkipped

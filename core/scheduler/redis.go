@@ -204,7 +204,7 @@ func (r *Redis) claim(c claim) step[claimResult] {
 		}
 		return res, nil
 	}, i64(c.Fire), i64(c.Probe), c.Owner, ms(c.Lease), i64(c.ExpectPrev), i64(c.Missed), flag(c.Skip),
-		ms(c.CatchUp), ms(c.Early), flag(c.MissOnly))
+		ms(c.CatchUp), ms(c.Early), flag(c.MissOnly), ms(c.Keep), r.keys.SchedulerControl(), c.Name)
 }
 
 func (r *Redis) recover(name string, fire int64, owner string, lease time.Duration) step[recoverResult] {

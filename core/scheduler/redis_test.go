@@ -216,3 +216,86 @@ func TestRedisDownAtAFiring(t *testing.T) {
 		})
 	}
 }
+
+// Redis stopped across several firings of a 1 s task ("wait"): once it is
+// back, the latest firing within catch_up runs, late, and the firings
+// before it, which that claim counts as missed, are told as missed events
+// (not only added to the stored counter).
+func TestRedisDownMissedFiringsAreTold(t *testing.T) {
+	clk := testclock.New()
+	srv, st := privateStore(t, clk)
+	cl := &cluster{t: t, clk: clk, st: st, ev: &events{}}
+	e := cl.add(0)
+	var log runLog
+	cl.registerOn(0, e, "job", every(t, time.Second), func(o *Options) { o.CatchUp = 5 * time.Second }, log.run)
+	cl.advance(time.Second, 100*time.Millisecond)
+	if n := len(log.all()); n != 1 {
+		t.Fatalf("%d runs before the outage", n)
+	}
+	srv.Stop()
+	cl.advance(time.Second, 100*time.Millisecond)
+	awaitFailures(t, e, "job", 1)
+	cl.advance(2500*time.Millisecond, 500*time.Millisecond) // 2 s, 3 s and 4 s come due
+	srv.Start()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(log.all()) < 2 {
+		cl.clk.Advance(50 * time.Millisecond)
+		cl.settle()
+		if time.Now().After(deadline) {
+			t.Fatalf("no run after Redis came back")
+		}
+	}
+	rs := log.all()
+	if !rs[1].Late {
+		t.Fatalf("the run after the outage %+v is not late", rs[1])
+	}
+	info := do(t, e.Get("job"))
+	var told int64
+	cl.ev.mu.Lock()
+	for _, ev := range cl.ev.all {
+		if ev.Kind == EventMissed {
+			told += ev.Count
+		}
+	}
+	cl.ev.mu.Unlock()
+	if info.Missed == 0 || told != info.Missed {
+		t.Fatalf("missed %d counted, %d told by missed events; want them equal and > 0 (runs %+v)", info.Missed, told, rs)
+	}
+}
+
+// A claim whose round trip waits out an outage (the server paused: the
+// client waits instead of failing, as go-redis does while it retries)
+// returns a firing that starts long after its fire time: it is Late and
+// counted so, though no claim failed.
+func TestClaimThatWaitedOutAnOutageIsLate(t *testing.T) {
+	clk := testclock.New()
+	srv := testredis.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 4 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	st := NewRedis(c, testredis.Prefix(t), RedisOptions{Now: clk.Now})
+	t.Cleanup(func() { st.Close() })
+	cl := &cluster{t: t, clk: clk, st: st, ev: &events{}}
+	e := cl.add(0)
+	var log runLog
+	cl.registerOn(0, e, "job", every(t, 10*time.Second), nil, log.run)
+	cl.advance(19500*time.Millisecond, 500*time.Millisecond) // ran at 10 s
+	if err := c.Do(t.Context(), "CLIENT", "PAUSE", "1500", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(500 * time.Millisecond) // the claim of the 20 s firing goes out
+	for deadline := time.Now().Add(time.Second); !e.inflightNow(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the claim did not go out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	clk.Advance(3 * time.Second) // the claim is answered at 23 s
+	cl.settle()
+	rs := log.all()
+	if claimFailures(e, "job") != 0 || len(rs) != 2 || rs[0].Late || !rs[1].Late {
+		t.Fatalf("runs %+v (claim failures %d); want the second run late", rs, claimFailures(e, "job"))
+	}
+	if info := do(t, e.Get("job")); info.Late != 1 {
+		t.Fatalf("Info %+v; want late 1", info)
+	}
+}

@@ -235,12 +235,25 @@ type Firing struct {
 	// Recovered is true when this process re-runs a firing whose runner
 	// stopped renewing its claim (it may have run partly or wholly).
 	Recovered bool
-	// Late is true when the firing waited for the Store to come back.
+	// Late is true when the firing's first attempt in this process started
+	// more than LateAfter after Scheduled (on the Store's clock for a
+	// distributed task), whatever delayed it: the Store unreachable at the
+	// claim, a claim whose round trip waited out an outage (a client
+	// retrying rather than failing), a stalled process catching up, a
+	// re-run of a firing whose runner died. A firing whose claim failed
+	// and was retried until the Store answered is Late however short the
+	// wait. Retries of the firing carry its first attempt's Late.
 	Late bool
 	// Local is true for a distributed firing run without a claim because
 	// the Store was unreachable (OnRedisDown "run_local").
 	Local bool
 }
+
+// LateAfter is how long after its scheduled time a firing may start and
+// still be on time (Firing.Late). Runs normally start within milliseconds
+// of their fire time (see docs/performance.md); a second is far beyond
+// that and beyond the claim-ahead window, so only a real delay counts.
+const LateAfter = time.Second
 
 // RunFunc runs a firing. It is called on the Engine's loop goroutine and
 // must not block, nor run an Engine operation synchronously (an Op's Do
@@ -266,6 +279,17 @@ type Task struct {
 	// register the same task: each firing runs in one of them (in turn),
 	// and Detach(owner) drops an owner's registrations. "" is an owner too.
 	Owner string
+	// Gone, if set, is called once when the task leaves this engine for
+	// good while this registration's Run is in it: removed (by Remove in
+	// this process or, for a distributed task, in any process), a one-shot
+	// task whose firing ran or was missed (here or in another process), a
+	// task dropped because the Store holds another kind under its name.
+	// It is not called after Detach(Owner) or Close, nor for a
+	// registration that a later Register of the same name and Owner
+	// replaced (that one's Gone is called instead); it may be called
+	// before the Register op returns. It runs on the loop goroutine: it
+	// must not block nor run Engine operations synchronously.
+	Gone func()
 }
 
 // Info describes a task.
@@ -290,7 +314,7 @@ type Info struct {
 	Missed int64
 	// Skipped counts firings skipped by Overlap "skip".
 	Skipped int64
-	// Late counts firings that ran late because the Store was unreachable.
+	// Late counts firings that started late (Firing.Late).
 	Late int64
 	// Failed counts firings whose last attempt failed.
 	Failed int64
@@ -321,9 +345,13 @@ const (
 // Event is one lifecycle event of a task.
 type Event struct {
 	Kind EventKind
-	// Firing is the run (for skipped and missed, the firing that did not
-	// run; Attempt 0).
+	// Firing is the run (for skipped, the firing that did not run; for
+	// missed, the earliest of the firings that did not run; Attempt 0).
 	Firing Firing
+	// Last is, on a missed event, the latest fire time it stands for: the
+	// missed firings are the schedule's fire times from Firing.Scheduled
+	// to Last, Count of them (Last equals Firing.Scheduled when Count is 1).
+	Last time.Time
 	// Started is when the attempt started (after and failed events).
 	Started time.Time
 	// Duration of the attempt (after and failed events).
@@ -332,6 +360,14 @@ type Event struct {
 	Err error
 	// Final is true on a failed event when no retry follows.
 	Final bool
+	// Owners are the Task.Owner of every registration of the task in this
+	// process when the event happened (route events to registrants by it:
+	// it stays right for events that come after the task left the engine,
+	// such as the missed firings its last claim settled). Shared: do not
+	// modify it.
+	Owners []string
 	// Count is the number of firings a missed event stands for (>= 1).
+	// The process that settles missed firings tells them: the one whose
+	// catch-up (or claim) counted them.
 	Count int64
 }

@@ -162,6 +162,11 @@ type claim struct {
 	Early time.Duration
 	// MissOnly settles the firing as missed without running it.
 	MissOnly bool
+	// Keep, when > 0, marks a one-shot task: if the claim settles its
+	// firing as missed, the record turns into a tombstone kept for Keep
+	// and every Engine is told to remove it (as finish does for one that
+	// ran).
+	Keep time.Duration
 }
 
 // outcome is what a claim settled.

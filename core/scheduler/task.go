@@ -17,7 +17,8 @@ type task struct {
 	tl      timeline
 	dist    bool
 	runners []runner
-	rr      int // next runner, round robin
+	owners  []string // the runners' owners; replaced, never changed in place (events share it)
+	rr      int      // next runner, round robin
 
 	paused  bool
 	removed bool
@@ -40,6 +41,7 @@ type task struct {
 type runner struct {
 	owner string
 	run   RunFunc
+	gone  func() // Task.Gone
 }
 
 // counters are a task's figures: this process's for a local task, the
@@ -117,9 +119,12 @@ func (e *Engine) install(tk Task, opts resolved, reg *registered) (Info, error) 
 	if t != nil && t.sched.kind != tk.Schedule.kind {
 		return Info{}, fmt.Errorf("%w: task %q is a %s task, not %s", ErrKindConflict, tk.Name, t.sched.kind, tk.Schedule.kind)
 	}
+	var keep []runner
 	if t != nil && t.dist != dist {
-		// Switching between local and distributed: start afresh.
-		e.drop(t)
+		// Switching between local and distributed: start afresh, keeping
+		// the other owners' registrations (they are not gone).
+		keep = slices.Clone(t.runners)
+		e.discard(t)
 		t = nil
 	}
 	sched := tk.Schedule
@@ -134,19 +139,28 @@ func (e *Engine) install(tk Task, opts resolved, reg *registered) (Info, error) 
 		t.fire = item{kind: itemFire, task: t, idx: -1}
 		t.probe = item{kind: itemProbe, task: t, idx: -1}
 		t.sync = item{kind: itemResync, task: t, idx: -1}
+		t.runners = keep
+		t.listOwners()
 		e.tasks[tk.Name] = t
 		e.names.Store(tk.Name, dist)
 	}
 	same := t.tl.s.kind != "" && t.sched.spec == sched.spec && t.opts.loc.String() == opts.loc.String()
 	t.opts = opts
-	t.addRunner(runner{owner: tk.Owner, run: tk.Run})
+	t.addRunner(runner{owner: tk.Owner, run: tk.Run, gone: tk.Gone})
 	if !dist {
 		if same {
 			return t.info(), nil // same schedule: nothing moves
 		}
+		now := e.nowNs() / int64(time.Millisecond)
 		t.sched = sched
-		t.tl = sched.timeline(opts.loc, e.nowNs()/int64(time.Millisecond))
-		e.planLocal(t, e.nowNs()/int64(time.Millisecond))
+		t.tl = sched.timeline(opts.loc, now)
+		after := now
+		if sched.kind == KindOnce {
+			// A one-shot time at or before now is due at once: it runs if
+			// within catch_up, else it counts as missed (fireLocal).
+			after = min(t.tl.once(), now) - 1
+		}
+		e.planLocal(t, after)
 		return t.info(), nil
 	}
 	e.calibrate(tk.Name)
@@ -163,6 +177,15 @@ func (t *task) addRunner(r runner) {
 		}
 	}
 	t.runners = append(t.runners, r)
+	t.listOwners()
+}
+
+// listOwners takes a new snapshot of the runners' owners.
+func (t *task) listOwners() {
+	t.owners = make([]string, len(t.runners))
+	for i, r := range t.runners {
+		t.owners[i] = r.owner
+	}
 }
 
 // pick returns the runner of the next firing (round robin).
@@ -221,7 +244,11 @@ func (e *Engine) fireLocal(t *task, fire, nowMs int64) {
 		last, before := t.tl.latest(fire-1, nowMs, t.opts.CatchUp.Milliseconds())
 		if before > 0 {
 			t.stats.missed += before
-			e.emit(Event{Kind: EventMissed, Firing: Firing{Task: t.name, Scheduled: time.UnixMilli(fire)}, Count: before})
+			end := nowMs // the missed ones are [fire, last) or, if none runs, [fire, nowMs]
+			if last != 0 {
+				end = last - 1
+			}
+			e.emitMissed(t, fire, t.tl.lastBefore(fire-1, end), before)
 		}
 		run = last
 	}
@@ -243,7 +270,7 @@ func (e *Engine) fireLocal(t *task, fire, nowMs int64) {
 func (e *Engine) startFiring(t *task, fire int64, base Firing) *run {
 	if t.running > 0 && t.opts.Overlap == OverlapSkip && !t.dist && !base.Manual {
 		t.stats.skipped++
-		e.emit(Event{Kind: EventSkipped, Firing: Firing{Task: t.name, Scheduled: time.UnixMilli(fire)}})
+		e.emit(t, Event{Kind: EventSkipped, Firing: Firing{Task: t.name, Scheduled: time.UnixMilli(fire)}})
 		return nil
 	}
 	r := e.newRun(t, fire, base)
@@ -298,10 +325,13 @@ func (e *Engine) startAttempt(r *run) {
 	r.started = e.nowNs()
 	if r.first == 0 {
 		r.first = r.started
+		if !r.base.Manual && e.firingNowMs(t)-r.fire > LateAfter.Milliseconds() {
+			r.base.Late = true
+		}
 	}
 	f := r.base
 	f.Attempt = r.attempt
-	e.emit(Event{Kind: EventBefore, Firing: f})
+	e.emit(t, Event{Kind: EventBefore, Firing: f})
 	gen := r.gen
 	var once atomic.Bool
 	done := func(err error) {
@@ -311,6 +341,15 @@ func (e *Engine) startAttempt(r *run) {
 		e.post(func() { e.attemptDone(r, gen, err) })
 	}
 	e.callRun(t.pick(), f, done)
+}
+
+// firingNowMs is now on the clock t's fire times are on: the Store's (as
+// estimated) for a distributed task, the local one otherwise.
+func (e *Engine) firingNowMs(t *task) int64 {
+	if t.dist {
+		return e.storeNowMs()
+	}
+	return e.nowNs() / int64(time.Millisecond)
 }
 
 // callRun calls fn, turning a panic into the attempt's error.
@@ -335,14 +374,14 @@ func (e *Engine) attemptDone(r *run, gen uint64, err error) {
 	ev := Event{Firing: f, Started: time.Unix(0, r.started), Duration: time.Duration(now - r.started)}
 	if err == nil {
 		ev.Kind = EventAfter
-		e.emit(ev)
+		e.emit(t, ev)
 		e.endRun(r, nil)
 		return
 	}
 	r.lastErr = err
 	final := r.attempt > t.opts.MaxRetries || r.lost || t.removed || e.closing || f.Manual
 	ev.Kind, ev.Err, ev.Final = EventFailed, err, final
-	e.emit(ev)
+	e.emit(t, ev)
 	if final {
 		e.endRun(r, err)
 		return
@@ -397,8 +436,22 @@ func (e *Engine) runEnded(r *run) {
 	}
 }
 
-// drop removes t from this process (not from the Store).
+// drop removes t from this process (not from the Store) and tells its
+// registrants (Task.Gone), once.
 func (e *Engine) drop(t *task) {
+	gone := !t.removed
+	e.discard(t)
+	if gone {
+		for _, r := range t.runners {
+			if r.gone != nil {
+				r.gone()
+			}
+		}
+	}
+}
+
+// discard removes t from this process without telling its registrants.
+func (e *Engine) discard(t *task) {
 	if e.tasks[t.name] == t {
 		delete(e.tasks, t.name)
 		e.names.Delete(t.name)
@@ -423,7 +476,11 @@ func (e *Engine) trigger(name string) bool {
 // detach drops owner's runners.
 func (e *Engine) detach(owner string) {
 	for _, t := range e.tasks {
+		n := len(t.runners)
 		t.runners = slices.DeleteFunc(t.runners, func(r runner) bool { return r.owner == owner })
+		if len(t.runners) != n {
+			t.listOwners()
+		}
 		if len(t.runners) == 0 {
 			e.drop(t)
 		}
@@ -500,8 +557,22 @@ func (e *Engine) idle() bool {
 	return e.runs == 0 && e.inflight == 0 && len(e.io) == 0
 }
 
-func (e *Engine) emit(ev Event) {
+// emitMissed tells n missed firings of t, from fire time first to last.
+func (e *Engine) emitMissed(t *task, first, last, n int64) {
+	if n <= 0 {
+		return
+	}
+	if last < first {
+		last = first
+	}
+	e.emit(t, Event{Kind: EventMissed, Firing: Firing{Task: t.name, Scheduled: time.UnixMilli(first)},
+		Last: time.UnixMilli(last), Count: n})
+}
+
+// emit hands ev, an event of t, to Config.Events.
+func (e *Engine) emit(t *task, ev Event) {
 	if e.events != nil {
+		ev.Owners = t.owners
 		e.events(ev)
 	}
 }

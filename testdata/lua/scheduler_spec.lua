@@ -123,6 +123,36 @@ for _, distributed in ipairs({ false, true }) do
 			assert.are.equal(1, ran)
 		end)
 
+		it("runs at once with a delay of 0, or an at: time already past (late)", function()
+			local zero, past = name(mode .. ":zero"), name(mode .. ":past")
+			local ran = {}
+			local before = shield.now_ms()
+			s:once(zero, 0, function(info) ran[zero] = info end, opts())
+			local when = math.floor(before / 1000) - 2
+			s:add(past, "at:" .. when, function(info) ran[past] = info end, opts())
+			assert.is_true(wait_for(function() return ran[zero] and ran[past] end))
+			-- a distributed one-shot is anchored on the Redis clock
+			assert.is_true(math.abs(ran[zero].scheduled - before) < 1000)
+			assert.is_false(ran[zero].late)
+			assert.are.equal(when * 1000, ran[past].scheduled)
+			assert.is_true(ran[past].late, "a run 2 s after its time is late")
+			assert.is_true(wait_for(function() return s:get(zero) == nil and s:get(past) == nil end))
+		end)
+
+		it("tells on(\"missed\") of an at: time older than catch_up, and removes it", function()
+			local n = name(mode .. ":stale")
+			local told, ran = nil, false
+			s:on("missed", function(task, info) if task == n then told = info end end)
+			local when = math.floor(shield.now_ms() / 1000) - 120
+			s:add(n, "at:" .. when, function() ran = true end, opts())
+			assert.is_true(wait_for(function() return told ~= nil end))
+			assert.are.equal(1, told.count)
+			assert.are.equal(when * 1000, told.scheduled)
+			assert.are.equal(when * 1000, told.last_scheduled)
+			assert.is_true(wait_for(function() return s:get(n) == nil end))
+			assert.is_false(ran)
+		end)
+
 		it("runs an at: time from add", function()
 			local n = name(mode .. ":at")
 			local when = math.floor(shield.now_ms() / 1000) + 2

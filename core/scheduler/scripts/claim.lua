@@ -20,6 +20,12 @@
 --   ARGV[9]  catch-up (ms): an older firing is settled as missed
 --   ARGV[10] early (ms): how far before its fire time a claim is accepted
 --   ARGV[11] miss only: '1' settles the firing as missed
+--   ARGV[12] one-shot tombstone ttl (ms): a one-shot task whose firing is
+--            settled as missed turns into a tombstone that expires after
+--            this (and PUBLISHes remove), as finish.lua does for one that
+--            ran; '0' for other tasks
+--   ARGV[13] control channel
+--   ARGV[14] task name
 -- Returns {outcome, now, cursor, recount, run_deadline, wait_ms, orphan}:
 --   outcome 1 claimed, 2 taken, 3 skipped, 4 missed, 5 paused, 6 early,
 --   7 unknown (no record), 8 none (ARGV[2] = '0'); cursor before the claim
@@ -64,6 +70,12 @@ if cursor == tonumber(ARGV[6]) then
 end
 if ARGV[11] == '1' or now - fire > tonumber(ARGV[9]) then
   redis.call('HINCRBY', KEYS[1], 'missed', 1)
+  if ARGV[12] ~= '0' then
+    redis.call('HSET', KEYS[1], 'done', '1')
+    redis.call('PEXPIRE', KEYS[1], ARGV[12])
+    follow_expiry()
+    redis.call('PUBLISH', ARGV[13], 'remove\n' .. ARGV[14])
+  end
   return {4, now, cursor, recount, 0, 0, orphan}
 end
 if ARGV[8] == '1' and redis.call('ZCOUNT', KEYS[3], ms(now), '+inf') > 0 then
