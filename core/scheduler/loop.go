@@ -230,16 +230,19 @@ func (e *Engine) ioWorker() {
 }
 
 // observe updates the estimate of the Store's clock from a reply made at
-// storeNow (Unix ms) to an operation sent at t0 and answered at t1: the
-// sample is storeNow minus the middle of the round trip, good to ±rtt/2.
-// Samples from slow round trips (queueing) are ignored once the estimate
-// has a better one.
+// storeNow (Unix ms, truncated) to an operation sent at t0 and answered at
+// t1. The sample is storeNow minus t1: the Store read its clock before the
+// reply arrived, so the sample never exceeds the true offset, and runs
+// started by the estimate are never early by the Store's clock (they may
+// be late by up to a round trip plus 1 ms; the middle of the round trip
+// would be closer on average but early half the time). Samples from slow
+// round trips (queueing) are ignored once the estimate has a better one.
 func (e *Engine) observe(storeNow int64, t0, t1 time.Time) {
 	if storeNow <= 0 || e.storeClock != nil {
 		return
 	}
 	rtt := t1.Sub(t0).Nanoseconds()
-	sample := storeNow*int64(time.Millisecond) - (t0.UnixNano() + rtt/2)
+	sample := storeNow*int64(time.Millisecond) - t1.UnixNano()
 	switch {
 	case !e.rttSet:
 		e.offset, e.rttSet, e.minRTT = sample, true, rtt
