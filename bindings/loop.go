@@ -32,10 +32,37 @@ type batchItem struct {
 
 func (rt *Runtime) enqueue(p *op, o store.Pending) {
 	rt.batch = append(rt.batch, batchItem{o: o, p: p})
+	if len(rt.batch) >= flushAt {
+		rt.flush()
+	}
 }
 
 func (rt *Runtime) enqueueFunc(o store.Pending, done func()) {
 	rt.batch = append(rt.batch, batchItem{o: o, done: done})
+	if len(rt.batch) >= flushAt {
+		rt.flush()
+	}
+}
+
+// flushAt is how many operations a turn collects before it sends them
+// while it goes on. A turn that resumes many tasks then has several
+// pipelines in flight: Redis works through the first while the loop runs
+// the tasks that fill the next, instead of the two taking turns (with 32
+// tasks doing lock pairs, 1.4x the throughput of one pipeline per turn).
+// Smaller pipelines cost more syscalls and wake-ups per operation.
+const flushAt = 16
+
+// flush sends the operations queued so far from a worker, while the turn
+// goes on. Loop only.
+func (rt *Runtime) flush() {
+	items := rt.batch
+	rt.batch = nil
+	rt.inflight++
+	rt.goWork(func() {
+		if done := rt.send(items); rt.acquire(done) {
+			rt.drive()
+		}
+	})
 }
 
 // Post queues fn to run on the loop. It is safe from any goroutine; once

@@ -318,7 +318,7 @@ func (m *Memory) attempt(l *memLock, name, owner string, mode Mode, o Options, n
 }
 
 // Release gives up one level of owner's hold (every level with all),
-// exactly as scripts/release.lua does. Errors: ErrNotHeld, ErrInvalid.
+// exactly as scripts/release_exclusive.lua and release_shared.lua do. Errors: ErrNotHeld, ErrInvalid.
 func (m *Memory) Release(name, owner string, mode Mode, all bool) *store.Op[int] {
 	if err := checkArgs("release", name, owner, mode); err != nil {
 		return store.Failed[int](err)

@@ -19,8 +19,10 @@ import (
 var (
 	//go:embed scripts/acquire.lua
 	acquireSrc string
-	//go:embed scripts/release.lua
-	releaseSrc string
+	//go:embed scripts/release_exclusive.lua
+	releaseExclSrc string
+	//go:embed scripts/release_shared.lua
+	releaseShrdSrc string
 	//go:embed scripts/extend.lua
 	extendSrc string
 	//go:embed scripts/info.lua
@@ -28,11 +30,12 @@ var (
 	//go:embed scripts/leave.lua
 	leaveSrc string
 
-	acquireScript = store.NewScript("lock/acquire.lua", acquireSrc)
-	releaseScript = store.NewScript("lock/release.lua", releaseSrc)
-	extendScript  = store.NewScript("lock/extend.lua", extendSrc)
-	infoScript    = store.NewScript("lock/info.lua", infoSrc)
-	leaveScript   = store.NewScript("lock/leave.lua", leaveSrc)
+	acquireScript     = store.NewScript("lock/acquire.lua", acquireSrc)
+	releaseExclScript = store.NewScript("lock/release_exclusive.lua", releaseExclSrc)
+	releaseShrdScript = store.NewScript("lock/release_shared.lua", releaseShrdSrc)
+	extendScript      = store.NewScript("lock/extend.lua", extendSrc)
+	infoScript        = store.NewScript("lock/info.lua", infoSrc)
+	leaveScript       = store.NewScript("lock/leave.lua", leaveSrc)
 )
 
 // Script status codes, shared by both backends and mapped to errors by
@@ -102,8 +105,8 @@ type Redis struct {
 // lockKeySet is the keys and channel of one lock name.
 type lockKeySet struct {
 	name    string
-	keys    [7]string
-	channel any // the wake-up channel, boxed once as a script argument
+	boxed   [7]any // the keys, boxed once as script arguments
+	channel any    // the wake-up channel, boxed once as a script argument
 }
 
 // keyCacheSize is the number of names whose keys are kept (a direct-mapped
@@ -124,7 +127,7 @@ func NewRedis(c redis.UniversalClient, prefix string, bus pubsub.Bus) *Redis {
 // lockKeys returns the KEYS every script gets and the wake-up channel.
 // Errors: ErrInvalid for a bad name, or for a prefix that would split a
 // lock's keys across hash slots (an unbalanced '{').
-func (r *Redis) lockKeys(op, name string) ([]string, any, error) {
+func (r *Redis) lockKeys(op, name string) ([]any, any, error) {
 	if err := checkName(op, name); err != nil {
 		return nil, nil, err
 	}
@@ -135,10 +138,13 @@ func (r *Redis) lockKeys(op, name string) ([]string, any, error) {
 	set := slot.Load()
 	if set == nil || set.name != name {
 		keys, channel := r.keys.LockKeys(name)
-		set = &lockKeySet{name: name, keys: keys, channel: channel}
+		set = &lockKeySet{name: name, channel: channel}
+		for i, k := range keys {
+			set.boxed[i] = k
+		}
 		slot.Store(set)
 	}
-	return set.keys[:], set.channel, nil
+	return set.boxed[:], set.channel, nil
 }
 
 // checkLayout reports a prefix under which the keys of one lock would not
@@ -169,6 +175,41 @@ func modeArg(m Mode) any {
 	return argExcl
 }
 
+// acquireFlagArgs are acquire.lua's ARGV[2] values, boxed once, indexed
+// by mode (0 exclusive, 8 shared) | reentrant 4 | fair 2 | waiting 1.
+var acquireFlagArgs = func() (f [16]any) {
+	for i := range f {
+		b := []byte("x000")
+		if i&8 != 0 {
+			b[0] = 's'
+		}
+		for bit, pos := 4, 1; bit >= 1; bit, pos = bit/2, pos+1 {
+			if i&bit != 0 {
+				b[pos] = '1'
+			}
+		}
+		f[i] = string(b)
+	}
+	return f
+}()
+
+func acquireFlags(mode Mode, o Options) any {
+	i := 0
+	if mode == Shared {
+		i |= 8
+	}
+	if o.Reentrant {
+		i |= 4
+	}
+	if o.Fair {
+		i |= 2
+	}
+	if o.Waiting {
+		i |= 1
+	}
+	return acquireFlagArgs[i]
+}
+
 func boolArg(b bool) any {
 	if b {
 		return argTrue
@@ -190,8 +231,7 @@ func (r *Redis) TryAcquire(name, owner string, mode Mode, o Options) *store.Op[A
 	if err != nil {
 		return store.Failed[Attempt](err)
 	}
-	cmd := acquireScript.Cmd(keys, owner, modeArg(mode), ttlMillis(o.TTL), boolArg(o.Reentrant), boolArg(o.Fair),
-		waiterTTL(o), channel, boolArg(o.Waiting))
+	cmd := acquireScript.CmdBoxed(keys, owner, acquireFlags(mode, o), ttlMillis(o.TTL), waiterTTL(o), channel)
 	return store.Commands(r.c, func() (Attempt, error) {
 		rep := store.ReadReply("lock: "+op, cmd.Cmd)
 		switch status := rep.Int(); {
@@ -218,7 +258,7 @@ func (r *Redis) TryAcquire(name, owner string, mode Mode, o Options) *store.Op[A
 	}, cmd)
 }
 
-// Release runs scripts/release.lua. Errors: ErrNotHeld, ErrInvalid, the
+// Release runs scripts/release_exclusive.lua or release_shared.lua. Errors: ErrNotHeld, ErrInvalid, the
 // Redis error.
 func (r *Redis) Release(name, owner string, mode Mode, all bool) *store.Op[int] {
 	const op = "release"
@@ -229,7 +269,12 @@ func (r *Redis) Release(name, owner string, mode Mode, all bool) *store.Op[int] 
 	if err != nil {
 		return store.Failed[int](err)
 	}
-	cmd := releaseScript.Cmd(keys, owner, modeArg(mode), channel, boolArg(all))
+	var cmd *store.ScriptCmd
+	if mode == Exclusive {
+		cmd = releaseExclScript.CmdBoxed(keys[:1], owner, channel, boolArg(all))
+	} else {
+		cmd = releaseShrdScript.CmdBoxed(keys, owner, channel, boolArg(all))
+	}
 	return store.Commands(r.c, func() (int, error) {
 		rep := store.ReadReply("lock: "+op, cmd.Cmd)
 		status := rep.Int()
@@ -258,7 +303,7 @@ func (r *Redis) Extend(name, owner string, mode Mode, ttl time.Duration) *store.
 	if err != nil {
 		return store.Failed[None](err)
 	}
-	cmd := extendScript.Cmd(keys, owner, modeArg(mode), ttlMillis(ttl))
+	cmd := extendScript.CmdBoxed(keys, owner, modeArg(mode), ttlMillis(ttl))
 	return store.Commands(r.c, func() (None, error) {
 		rep := store.ReadReply("lock: "+op, cmd.Cmd)
 		status := rep.Int()
@@ -280,7 +325,7 @@ func (r *Redis) Info(name string) *store.Op[Info] {
 	if err != nil {
 		return store.Failed[Info](err)
 	}
-	cmd := infoScript.Cmd(keys)
+	cmd := infoScript.CmdBoxed(keys)
 	return store.Commands(r.c, func() (Info, error) {
 		rep := store.ReadReply("lock: "+op, cmd.Cmd)
 		mode := rep.Str()
@@ -317,7 +362,7 @@ func (r *Redis) LeaveQueue(name, owner string) *store.Op[None] {
 	if err != nil {
 		return store.Failed[None](err)
 	}
-	cmd := leaveScript.Cmd(keys, owner, channel)
+	cmd := leaveScript.CmdBoxed(keys, owner, channel)
 	return store.Commands(r.c, func() (None, error) {
 		if err := cmd.Err(); err != nil {
 			return None{}, opErr(op, name, err)

@@ -262,7 +262,7 @@ func TestRedisErrors(t *testing.T) {
 // Each script starts with a comment listing KEYS, ARGV and the replies.
 func TestScriptHeaders(t *testing.T) {
 	files, err := filepath.Glob("scripts/*.lua")
-	if err != nil || len(files) != 5 {
+	if err != nil || len(files) != 6 {
 		t.Fatalf("scripts: %v, %v", files, err)
 	}
 	for _, f := range files {

@@ -272,11 +272,15 @@ func containsScript(ss []*Script, s *Script) bool {
 type Script struct {
 	name string
 	s    *redis.Script
+	hash any // the SHA1, boxed once
 }
 
 // NewScript returns the script src; name (its file, "rank/update.lua")
 // appears in errors.
-func NewScript(name, src string) *Script { return &Script{name: name, s: redis.NewScript(src)} }
+func NewScript(name, src string) *Script {
+	rs := redis.NewScript(src)
+	return &Script{name: name, s: rs, hash: rs.Hash()}
+}
 
 // Name returns the script's name.
 func (s *Script) Name() string { return s.name }
@@ -288,13 +292,25 @@ func (s *Script) Hash() string { return s.s.Hash() }
 // Commands; read its reply with its *redis.Cmd methods or ReadReply.
 func (s *Script) Cmd(keys []string, args ...any) *ScriptCmd {
 	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, "evalsha", s.s.Hash(), len(keys))
+	a = append(a, argEvalSha, s.hash, len(keys))
 	for _, k := range keys {
 		a = append(a, k)
 	}
 	a = append(a, args...)
 	return &ScriptCmd{Cmd: redis.NewCmd(context.Background(), a...), script: s}
 }
+
+// CmdBoxed is Cmd with keys already boxed: a caller that sends the same
+// keys often (a lock's seven) boxes them once instead of once per call.
+func (s *Script) CmdBoxed(keys []any, args ...any) *ScriptCmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, argEvalSha, s.hash, len(keys))
+	a = append(a, keys...)
+	a = append(a, args...)
+	return &ScriptCmd{Cmd: redis.NewCmd(context.Background(), a...), script: s}
+}
+
+var argEvalSha any = "evalsha"
 
 // Run runs the script once with keys and args, outside any Op (tests and
 // one-off calls).

@@ -9,16 +9,17 @@
 --   KEYS[6] token      string fencing-token counter, INCR once per new hold, never expires
 --   KEYS[7] writers    zset   waiting writers outside fair mode: owner -> liveness deadline (ms);
 --                             a live one of another owner holds back new shared holds
--- ARGV:
+-- ARGV (few of them: each argument costs the server about as much as a small command):
 --   ARGV[1] owner
---   ARGV[2] mode: "x" exclusive, "s" shared
+--   ARGV[2] flags, four characters:
+--           [1] mode: "x" exclusive, "s" shared
+--           [2] reentrant: "1" or "0"
+--           [3] fair: "1" or "0"
+--           [4] waiting: "1" when the caller retries if refused (it is queued, fair, or records a
+--               writer intent, exclusive); "0" for a single try
 --   ARGV[3] lease ttl (ms, >= 1)
---   ARGV[4] reentrant: "1" or "0"
---   ARGV[5] fair: "1" or "0"
---   ARGV[6] waiter ttl (ms): liveness of a queued waiter or a writer intent
---   ARGV[7] wake-up channel (PUBLISHed when the fair queue's head departed and the lock is not held exclusively)
---   ARGV[8] waiting: "1" when the caller retries if refused (it is queued, fair, or records a writer
---           intent, exclusive); "0" for a single try
+--   ARGV[4] waiter ttl (ms): liveness of a queued waiter or a writer intent
+--   ARGV[5] wake-up channel (PUBLISHed when the fair queue's head departed and the lock is not held exclusively)
 -- Returns:
 --   {1, token, count, acquired_at_ms, ttl_ms}  granted (count > 1: a re-entry, token and acquired_at of the hold)
 --   {0, retry_in_ms}                            not obtained; retry_in >= 1 is a hint
@@ -28,12 +29,13 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local owner = ARGV[1]
-local exclusive = ARGV[2] == 'x'
+local flags = ARGV[2]
+local exclusive = string.byte(flags, 1) == 120 -- 'x'
+local reentrant = string.byte(flags, 2) == 49 -- '1'
+local fair = string.byte(flags, 3) == 49
+local waiting = string.byte(flags, 4) == 49
 local ttl = tonumber(ARGV[3])
-local reentrant = ARGV[4] == '1'
-local fair = ARGV[5] == '1'
-local wttl = tonumber(ARGV[6])
-local waiting = ARGV[8] == '1'
+local wttl = tonumber(ARGV[4])
 
 local function ms(x) return string.format('%d', x) end
 
@@ -225,7 +227,7 @@ local res = attempt()
 if head_before then
   local head_after = head()
   if head_after and head_after ~= head_before and redis.call('EXISTS', KEYS[1]) == 0 then
-    redis.call('PUBLISH', ARGV[7], 'queue')
+    redis.call('PUBLISH', ARGV[5], 'queue')
   end
 end
 return res

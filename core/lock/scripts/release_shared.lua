@@ -1,32 +1,21 @@
--- release.lua: give up one level of an owner's hold (or all of them); at 0
--- delete the hold and, when that frees the lock for others, PUBLISH a wake-up.
+-- release_shared.lua: give up one level of an owner's shared hold (or all of them);
+-- at 0 delete it and, when that frees the lock for others, PUBLISH a wake-up.
+-- An exclusive hold is released by release_exclusive.lua (one key, fewer
+-- arguments: the common case, kept cheap).
 --
 -- KEYS (all share the hash tag {name}; the layout is described in acquire.lua):
 --   KEYS[1] lock  KEYS[2] readers  KEYS[3] deadlines  KEYS[4] queue  KEYS[5] waiters  KEYS[6] token  KEYS[7] writers
 -- ARGV:
 --   ARGV[1] owner
---   ARGV[2] mode: "x" exclusive, "s" shared
---   ARGV[3] wake-up channel
---   ARGV[4] all: "1" gives up every level at once (the owner's task ended), "0" one level
+--   ARGV[2] wake-up channel
+--   ARGV[3] all: "1" gives up every level at once (the owner's task ended), "0" one level
 -- Returns:
 --   {1, remaining}  released one level; remaining re-entry count (0: the hold is gone)
---   {-1}            owner does not hold the lock in that mode (never did, released, or expired)
--- A wake-up ("released") is PUBLISHed when the exclusive hold ends, or the last shared hold ends.
+--   {-1}            owner holds no shared hold (never did, released, or expired)
+-- A wake-up ("released") is PUBLISHed when the last shared hold ends.
 
 local owner = ARGV[1]
-local all = ARGV[4] == '1'
-
-if ARGV[2] == 'x' then
-  local h = redis.call('HMGET', KEYS[1], 'owner', 'count')
-  if h[1] ~= owner then return {-1} end
-  if not all and h[2] ~= '1' then
-    local count = redis.call('HINCRBY', KEYS[1], 'count', -1)
-    if count > 0 then return {1, count} end
-  end
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[3], 'released')
-  return {1, 0}
-end
+local all = ARGV[3] == '1'
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -59,6 +48,6 @@ for i = 1, #dead, 1000 do
 end
 if redis.call('ZCARD', KEYS[3]) == 0 then
   redis.call('DEL', KEYS[2], KEYS[3])
-  redis.call('PUBLISH', ARGV[3], 'released')
+  redis.call('PUBLISH', ARGV[2], 'released')
 end
 return {1, 0}
