@@ -106,19 +106,12 @@ func (q *Queues) Stats(ctx context.Context) ([]QueueInfo, error) {
 		local[i] = q.opened[name].consumers
 	}
 	q.mu.Unlock()
-	var b store.Batch
-	for _, op := range ops {
-		if op.Kind() == store.KindRedis {
-			b.Add(op)
-		}
-	}
-	b.Exec(ctx)
+	stats, failed := store.DoAll(ctx, ops)
 	var errs error
 	out := make([]QueueInfo, 0, len(ops))
-	for i, op := range ops {
-		st, err := op.Do(ctx) // runs a local op; returns a batched op's result
-		if err != nil {
-			errs = errors.Join(errs, err)
+	for i, st := range stats {
+		if failed[i] != nil {
+			errs = errors.Join(errs, failed[i])
 			continue
 		}
 		out = append(out, QueueInfo{Stats: st, LocalConsumers: local[i]})

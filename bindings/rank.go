@@ -75,19 +75,12 @@ func (r *Ranks) Stats(ctx context.Context) (RankStats, error) {
 		ops = append(ops, b.Count())
 	}
 	r.mu.Unlock()
-	var batch store.Batch
-	for _, op := range ops {
-		if op.Kind() == store.KindRedis {
-			batch.Add(op)
-		}
-	}
-	batch.Exec(ctx)
+	counts, failed := store.DoAll(ctx, ops)
 	st := RankStats{Boards: len(ops)}
 	var errs error
-	for _, op := range ops {
-		n, err := op.Do(ctx) // runs a local op; returns a batched op's result
-		if err != nil {
-			errs = errors.Join(errs, err)
+	for i, n := range counts {
+		if failed[i] != nil {
+			errs = errors.Join(errs, failed[i])
 			continue
 		}
 		st.Members += n

@@ -191,6 +191,24 @@ func (b *Batch) Exec(ctx context.Context) {
 	b.Reset()
 }
 
+// DoAll runs ops together: the Redis ones in one Batch (a pipeline per
+// client), the others one by one. It returns each Op's result and error,
+// in order.
+func DoAll[T any](ctx context.Context, ops []*Op[T]) ([]T, []error) {
+	var b Batch
+	for _, op := range ops {
+		if op.Kind() == KindRedis {
+			b.Add(op)
+		}
+	}
+	b.Exec(ctx)
+	vals, errs := make([]T, len(ops)), make([]error, len(ops))
+	for i, op := range ops {
+		vals[i], errs[i] = op.Do(ctx) // runs a local op; returns a batched op's result
+	}
+	return vals, errs
+}
+
 func containsClient(cs []redis.UniversalClient, c redis.UniversalClient) bool {
 	for _, x := range cs {
 		if x == c {

@@ -287,3 +287,22 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// DoAll settles Redis and local ops together, results and errors in order.
+func TestDoAll(t *testing.T) {
+	ctx := context.Background()
+	c := testredis.Standalone(t)
+	key := testredis.Prefix(t) + "doall"
+	boom := errors.New("boom")
+	ops := []*store.Op[echo]{
+		echoOp(c, key, "a"),
+		store.Local(func() (echo, error) { return echo{arg: "local"}, nil }),
+		store.Failed[echo](boom),
+		echoOp(c, key, "b"),
+	}
+	vals, errs := store.DoAll(ctx, ops)
+	if errs[0] != nil || vals[0].arg != "a" || vals[0].n != 1 || vals[1].arg != "local" ||
+		!errors.Is(errs[2], boom) || errs[3] != nil || vals[3].n != 2 {
+		t.Fatalf("DoAll: %+v %v", vals, errs)
+	}
+}
