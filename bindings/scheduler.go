@@ -62,7 +62,8 @@ func (s *Scheduler) Event(ev scheduler.Event) {
 		b := s.bindings[owner]
 		s.mu.Unlock()
 		if b != nil && b.listens(ev.Kind) {
-			b.rt.Post(func() { b.deliver(ev) })
+			e := ev // a copy per delivery: capturing ev itself would put it on the heap for every event
+			b.rt.Post(func() { b.deliver(e) })
 		}
 	}
 }
