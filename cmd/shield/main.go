@@ -95,16 +95,27 @@ func run(argv []string, stdout, stderr io.Writer) int {
 // up for long when Redis is slow.
 const moduleCloseWait = 3 * time.Second
 
+// stopDeadline, once a signal asked shield run to stop, is when the process
+// must be gone: the grace period plus 2 s after the signal. Module.Close
+// gets what is left of it (at most moduleCloseWait).
+var stopDeadline time.Time
+
 func closeModule(mod *shieldglobal.Module, stderr io.Writer) {
+	wait := moduleCloseWait
+	if !stopDeadline.IsZero() {
+		wait = min(wait, time.Until(stopDeadline))
+	}
 	done := make(chan error, 1)
 	go func() { done <- mod.Close() }()
+	timer := time.NewTimer(max(wait, 0))
+	defer timer.Stop()
 	select {
 	case err := <-done:
 		if err != nil {
 			fmt.Fprintf(stderr, "shield: closing: %v\n", err)
 		}
-	case <-time.After(moduleCloseWait):
-		fmt.Fprintf(stderr, "shield: closing the module took longer than %v; exiting without waiting (unsettled queue messages come back after their visibility timeout)\n", moduleCloseWait)
+	case <-timer.C:
+		fmt.Fprintf(stderr, "shield: closing the module took longer than %v; exiting without waiting (unsettled queue messages come back after their visibility timeout)\n", wait.Round(time.Millisecond))
 	}
 }
 
@@ -167,10 +178,14 @@ func runScript(mod *shieldglobal.Module, path string, scriptArgs []string, stder
 		if err != nil && ctx.Err() == nil {
 			report(err)
 		}
+		if ctx.Err() != nil { // a signal while the script's tasks ran
+			stopDeadline = time.Now().Add(grace + 2*time.Second)
+		}
 		if failures > 0 {
 			status = 1
 		}
 	case <-ctx.Done():
+		stopDeadline = time.Now().Add(grace + 2*time.Second)
 		fmt.Fprintf(stderr, "shield: stopping (%v); tasks get %v to finish\n", context.Cause(ctx), grace)
 		signalled = true
 	}
