@@ -1,13 +1,14 @@
 package rank
 
 // An order-statistic B+tree: members in rank order in leaves of up to fan
-// entries (keys inline, so a search reads a few contiguous cache lines per
-// level), inner nodes holding per child an upper-bound key and the number
-// of members below it, and parent pointers. A member's rank is its index in
-// its leaf plus the counts of the children left of its path, summed on the
-// way up (no key comparisons); the member at a rank is found by counts on
-// the way down. Height is 4 at 1 000 000 members. Not safe for concurrent
-// use; memBoard guards it.
+// entries (key and uid inline, so a search and a run of neighbours read
+// contiguous cache lines), inner nodes holding per child an upper-bound key
+// and the number of members below it, and parent pointers with the node's
+// index in its parent. A member's rank is its index in its leaf plus the
+// counts of the children left of its path, summed on the way up (no key
+// comparisons, no search for the child in its parent); the member at a
+// rank is found by counts on the way down. Height is 4 at 1 000 000
+// members. Not safe for concurrent use; memBoard guards it.
 
 const (
 	fan = 64 // entries per node, at most fan-1 at rest
@@ -17,43 +18,49 @@ const (
 )
 
 // key is an entry's sort key: higher scores first, then the smaller seq
-// (TiesReach) or the greater uid (TiesUID, uid held by the item).
+// (TiesReach) or the greater uid (TiesUID, uid held next to the key).
 type key struct {
 	score float64
 	seq   uint64
 }
 
-// item is one member.
+// item is a member's handle, the value of memBoard's map: it stays the
+// same while the entry moves between leaves, and says which leaf holds
+// the entry. It is small (16 bytes) so that the lookup of a member reads
+// one cache line for it; the entry's key and uid live in the leaf.
 type item struct {
-	uid string
-	key
-	leaf *leaf // the leaf holding it
+	leaf  *leaf
+	score float64 // the entry's score, for reads that need no leaf
 }
 
 type leaf struct {
-	n          int
-	keys       [fan]key
-	items      [fan]*item
-	parent     *inner
-	prev, next *leaf
-}
-
-// bound is a separator: a key and its uid (for TiesUID ties).
-type bound struct {
-	key
-	uid string
+	// The header and the first items share a cache line: finding an item
+	// (a scan of items) starts there.
+	parent *inner
+	pidx   int // index in parent
+	n      int
+	items  [fan]*item
+	keys   [fan]key
+	uids   [fan]string
+	prev   *leaf
+	next   *leaf
 }
 
 type inner struct {
-	n int // children
-	// sep[i] (i < n-1) is the last key child i may hold; every key of
-	// child i+1 ranks after it.
-	sep      [fan]bound
-	count    [fan]int // members under child i
-	leafKids bool     // children are leaves (else inner nodes)
-	leaves   [fan]*leaf
-	inners   [fan]*inner
 	parent   *inner
+	pidx     int  // index in parent
+	n        int  // children
+	leafKids bool // children are leaves (else inner nodes)
+	// count[i] is the number of members under child i. int32 halves the
+	// cache lines a rank sums over; a board would need hundreds of GB of
+	// memory to overflow it.
+	count [fan]int32
+	// sep[i] (i < n-1) is the last key child i may hold (sepUID[i] its
+	// uid); every key of child i+1 ranks after it.
+	sep    [fan]key
+	sepUID [fan]string
+	leaves [fan]*leaf
+	inners [fan]*inner
 }
 
 type tree struct {
@@ -86,7 +93,7 @@ func (t *tree) entryBefore(l *leaf, i int, k key, uid string) bool {
 		return e.score > k.score
 	}
 	if t.byUID {
-		return l.items[i].uid > uid
+		return l.uids[i] > uid
 	}
 	return e.seq < k.seq
 }
@@ -97,7 +104,7 @@ func (t *tree) childFor(in *inner, k key, uid string) int {
 	lo, hi := 0, in.n-1
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if s := &in.sep[m]; t.before(s.key, s.uid, k, uid) {
+		if t.before(in.sep[m], in.sepUID[m], k, uid) {
 			lo = m + 1
 		} else {
 			hi = m
@@ -120,57 +127,47 @@ func (t *tree) search(l *leaf, k key, uid string) int {
 	return lo
 }
 
-// index returns it's index in its leaf: a binary search on the inline
-// keys (keys are unique), which reads fewer cache lines than a scan.
-func (t *tree) index(it *item) int {
-	l := it.leaf
-	if i := t.search(l, it.key, it.uid); i < l.n && l.items[i] == it {
-		return i
-	}
-	panic("rank: item not at its key in its leaf")
-}
-
-// lastBound is l's last entry as a separator.
-func (l *leaf) lastBound() bound {
-	return bound{l.keys[l.n-1], l.items[l.n-1].uid}
-}
-
-func (in *inner) leafIndex(l *leaf) int {
-	for i := range in.n {
-		if in.leaves[i] == l {
+// index returns it's index in its leaf: a scan of the item pointers reads
+// them in order from the header's cache line on (the prefetcher follows),
+// fewer lines than a binary search on the keys would jump between.
+func (l *leaf) index(it *item) int {
+	for i, x := range l.items[:l.n] {
+		if x == it {
 			return i
 		}
 	}
-	panic("rank: leaf not in its parent")
-}
-
-func (in *inner) innerIndex(c *inner) int {
-	for i := range in.n {
-		if in.inners[i] == c {
-			return i
-		}
-	}
-	panic("rank: node not in its parent")
+	panic("rank: item not in its leaf")
 }
 
 func (in *inner) total() int {
 	n := 0
-	for i := range in.n {
-		n += in.count[i]
+	for _, c := range in.count[:in.n] {
+		n += int(c)
 	}
 	return n
 }
 
-// adopt makes in the parent of its children [from, to).
+// below returns the number of members under in's children left of i.
+func (in *inner) below(i int) int {
+	n := 0
+	for _, c := range in.count[:i] {
+		n += int(c)
+	}
+	return n
+}
+
+// adopt makes in the parent of its children [from, to), at their indexes.
 func (in *inner) adopt(from, to int) {
 	if in.leafKids {
-		for _, c := range in.leaves[from:to] {
-			c.parent = in
+		for i := from; i < to; i++ {
+			c := in.leaves[i]
+			c.parent, c.pidx = in, i
 		}
 		return
 	}
-	for _, c := range in.inners[from:to] {
-		c.parent = in
+	for i := from; i < to; i++ {
+		c := in.inners[i]
+		c.parent, c.pidx = in, i
 	}
 }
 
@@ -181,23 +178,24 @@ func (l *leaf) adoptItems(from, to int) {
 	}
 }
 
-// insert adds it (key and uid set).
-func (t *tree) insert(it *item) {
+// insert adds it with key k and uid.
+func (t *tree) insert(it *item, k key, uid string) {
 	in := t.root
 	for !in.leafKids {
-		i := t.childFor(in, it.key, it.uid)
+		i := t.childFor(in, k, uid)
 		in.count[i]++
 		in = in.inners[i]
 	}
-	i := t.childFor(in, it.key, it.uid)
+	i := t.childFor(in, k, uid)
 	in.count[i]++
 	l := in.leaves[i]
-	pos := t.search(l, it.key, it.uid)
+	pos := t.search(l, k, uid)
 	copy(l.keys[pos+1:l.n+1], l.keys[pos:l.n])
+	copy(l.uids[pos+1:l.n+1], l.uids[pos:l.n])
 	copy(l.items[pos+1:l.n+1], l.items[pos:l.n])
-	l.keys[pos], l.items[pos] = it.key, it
+	l.keys[pos], l.uids[pos], l.items[pos] = k, uid, it
 	l.n++
-	it.leaf = l
+	it.leaf, it.score = l, k.score
 	t.length++
 	if l.n == fan {
 		t.splitLeaf(l)
@@ -207,9 +205,11 @@ func (t *tree) insert(it *item) {
 // splitLeaf moves the upper half of a full leaf to a new right sibling.
 func (t *tree) splitLeaf(l *leaf) {
 	const half = fan / 2
-	r := &leaf{n: l.n - half, parent: l.parent, prev: l, next: l.next}
+	r := &leaf{n: l.n - half, prev: l, next: l.next}
 	copy(r.keys[:], l.keys[half:l.n])
+	copy(r.uids[:], l.uids[half:l.n])
 	copy(r.items[:], l.items[half:l.n])
+	clear(l.uids[half:l.n])
 	clear(l.items[half:l.n])
 	l.n = half
 	r.adoptItems(0, r.n)
@@ -217,25 +217,26 @@ func (t *tree) splitLeaf(l *leaf) {
 		l.next.prev = r
 	}
 	l.next = r
-	p := l.parent
-	i := p.leafIndex(l)
-	p.insertChild(i, l.lastBound(), l.n, r.n)
+	p, i := l.parent, l.pidx
+	p.insertChild(i, l.keys[l.n-1], l.uids[l.n-1], l.n, r.n)
 	p.leaves[i+1] = r
+	p.adopt(i+1, p.n)
 	if p.n == fan {
 		t.splitInner(p)
 	}
 }
 
 // insertChild opens a slot in p for a new child right of child i: child
-// i's bound becomes sep and its count left, the new child (set by the
-// caller) takes child i's old bound and count right.
-func (p *inner) insertChild(i int, sep bound, left, right int) {
+// i's bound becomes sep (of uid) and its count left, the new child (set
+// and adopted by the caller) takes child i's old bound and count right.
+func (p *inner) insertChild(i int, sep key, uid string, left, right int) {
 	copy(p.sep[i+1:p.n], p.sep[i:p.n-1])
+	copy(p.sepUID[i+1:p.n], p.sepUID[i:p.n-1])
 	copy(p.count[i+2:p.n+1], p.count[i+1:p.n])
 	copy(p.leaves[i+2:p.n+1], p.leaves[i+1:p.n])
 	copy(p.inners[i+2:p.n+1], p.inners[i+1:p.n])
-	p.sep[i] = sep
-	p.count[i], p.count[i+1] = left, right
+	p.sep[i], p.sepUID[i] = sep, uid
+	p.count[i], p.count[i+1] = int32(left), int32(right)
 	p.leaves[i+1], p.inners[i+1] = nil, nil
 	p.n++
 }
@@ -244,14 +245,16 @@ func (p *inner) insertChild(i int, sep bound, left, right int) {
 // sibling (under a new root when p is the root).
 func (t *tree) splitInner(p *inner) {
 	const half = fan / 2
-	q := &inner{n: p.n - half, leafKids: p.leafKids, parent: p.parent}
+	q := &inner{n: p.n - half, leafKids: p.leafKids}
 	copy(q.sep[:], p.sep[half:p.n-1])
+	copy(q.sepUID[:], p.sepUID[half:p.n-1])
 	copy(q.count[:], p.count[half:p.n])
 	copy(q.leaves[:], p.leaves[half:p.n])
 	copy(q.inners[:], p.inners[half:p.n])
 	q.adopt(0, q.n)
-	sep := p.sep[half-1]
+	sep, uid := p.sep[half-1], p.sepUID[half-1]
 	clear(p.sep[half-1 : p.n-1])
+	clear(p.sepUID[half-1 : p.n-1])
 	clear(p.count[half:p.n])
 	clear(p.leaves[half:p.n])
 	clear(p.inners[half:p.n])
@@ -260,34 +263,34 @@ func (t *tree) splitInner(p *inner) {
 	if g == nil {
 		g = &inner{n: 1}
 		g.inners[0] = p
-		p.parent, q.parent = g, g
+		g.adopt(0, 1)
 		t.root = g
 	}
-	i := g.innerIndex(p)
-	g.insertChild(i, sep, p.total(), q.total())
+	i := p.pidx
+	g.insertChild(i, sep, uid, p.total(), q.total())
 	g.inners[i+1] = q
+	g.adopt(i+1, g.n)
 	if g.n == fan {
 		t.splitInner(g)
 	}
 }
 
 // remove takes it out of the tree.
-func (t *tree) remove(it *item) { t.removeAt(it, t.index(it)) }
+func (t *tree) remove(it *item) { t.removeAt(it.leaf, it.leaf.index(it)) }
 
-// removeAt takes it, at index pos of its leaf, out of the tree.
-func (t *tree) removeAt(it *item, pos int) {
-	l := it.leaf
+// removeAt takes l's entry pos out of the tree.
+func (t *tree) removeAt(l *leaf, pos int) {
+	l.items[pos].leaf = nil
 	copy(l.keys[pos:], l.keys[pos+1:l.n])
+	copy(l.uids[pos:], l.uids[pos+1:l.n])
 	copy(l.items[pos:], l.items[pos+1:l.n])
 	l.n--
-	l.items[l.n] = nil
-	it.leaf = nil
+	l.uids[l.n], l.items[l.n] = "", nil
 	t.length--
-	p := l.parent
-	i := p.leafIndex(l)
+	p, i := l.parent, l.pidx
 	p.count[i]--
 	for c, g := p, p.parent; g != nil; c, g = g, g.parent {
-		g.count[g.innerIndex(c)]--
+		g.count[c.pidx]--
 	}
 	if l.n < minFill && p.n > 1 {
 		if i == p.n-1 {
@@ -303,6 +306,7 @@ func (t *tree) balanceLeaves(p *inner, j int) {
 	l, r := p.leaves[j], p.leaves[j+1]
 	if l.n+r.n < fan {
 		copy(l.keys[l.n:], r.keys[:r.n])
+		copy(l.uids[l.n:], r.uids[:r.n])
 		copy(l.items[l.n:], r.items[:r.n])
 		l.n += r.n
 		l.adoptItems(l.n-r.n, l.n)
@@ -317,26 +321,32 @@ func (t *tree) balanceLeaves(p *inner, j int) {
 	if want := (l.n + r.n) / 2; l.n < want { // r's first entries to l
 		k := want - l.n
 		copy(l.keys[l.n:], r.keys[:k])
+		copy(l.uids[l.n:], r.uids[:k])
 		copy(l.items[l.n:], r.items[:k])
 		l.n += k
 		l.adoptItems(l.n-k, l.n)
 		copy(r.keys[:], r.keys[k:r.n])
+		copy(r.uids[:], r.uids[k:r.n])
 		copy(r.items[:], r.items[k:r.n])
+		clear(r.uids[r.n-k : r.n])
 		clear(r.items[r.n-k : r.n])
 		r.n -= k
 	} else { // l's last entries to r
 		k := l.n - want
 		copy(r.keys[k:], r.keys[:r.n])
+		copy(r.uids[k:], r.uids[:r.n])
 		copy(r.items[k:], r.items[:r.n])
 		copy(r.keys[:k], l.keys[l.n-k:l.n])
+		copy(r.uids[:k], l.uids[l.n-k:l.n])
 		copy(r.items[:k], l.items[l.n-k:l.n])
+		clear(l.uids[l.n-k : l.n])
 		clear(l.items[l.n-k : l.n])
 		l.n -= k
 		r.n += k
 		r.adoptItems(0, k)
 	}
-	p.count[j], p.count[j+1] = l.n, r.n
-	p.sep[j] = l.lastBound()
+	p.count[j], p.count[j+1] = int32(l.n), int32(r.n)
+	p.sep[j], p.sepUID[j] = l.keys[l.n-1], l.uids[l.n-1]
 }
 
 // dropChild removes p's child j+1 after its entries joined child j, which
@@ -344,12 +354,14 @@ func (t *tree) balanceLeaves(p *inner, j int) {
 func (p *inner) dropChild(j int) {
 	p.count[j] += p.count[j+1]
 	copy(p.sep[j:], p.sep[j+1:p.n-1])
-	p.sep[p.n-2] = bound{}
+	copy(p.sepUID[j:], p.sepUID[j+1:p.n-1])
+	p.sep[p.n-2], p.sepUID[p.n-2] = key{}, ""
 	copy(p.count[j+1:], p.count[j+2:p.n])
 	copy(p.leaves[j+1:], p.leaves[j+2:p.n])
 	copy(p.inners[j+1:], p.inners[j+2:p.n])
 	p.n--
 	p.leaves[p.n], p.inners[p.n], p.count[p.n] = nil, nil, 0
+	p.adopt(j+1, p.n)
 }
 
 // balanceInner restores p after it lost a child: a non-root node below
@@ -367,15 +379,16 @@ func (t *tree) balanceInner(p *inner) {
 	if p.n >= minFill {
 		return
 	}
-	j := g.innerIndex(p)
+	j := p.pidx
 	if j == g.n-1 {
 		j--
 	}
 	l, r := g.inners[j], g.inners[j+1]
 	if l.n+r.n < fan {
 		// l's children, then r's, with g's bound between them.
-		l.sep[l.n-1] = g.sep[j]
+		l.sep[l.n-1], l.sepUID[l.n-1] = g.sep[j], g.sepUID[j]
 		copy(l.sep[l.n:], r.sep[:r.n-1])
+		copy(l.sepUID[l.n:], r.sepUID[:r.n-1])
 		copy(l.count[l.n:], r.count[:r.n])
 		copy(l.leaves[l.n:], r.leaves[:r.n])
 		copy(l.inners[l.n:], r.inners[:r.n])
@@ -387,29 +400,35 @@ func (t *tree) balanceInner(p *inner) {
 	}
 	if want := (l.n + r.n) / 2; l.n < want { // r's first children to l
 		k := want - l.n
-		l.sep[l.n-1] = g.sep[j]
+		l.sep[l.n-1], l.sepUID[l.n-1] = g.sep[j], g.sepUID[j]
 		copy(l.sep[l.n:], r.sep[:k-1])
-		g.sep[j] = r.sep[k-1]
+		copy(l.sepUID[l.n:], r.sepUID[:k-1])
+		g.sep[j], g.sepUID[j] = r.sep[k-1], r.sepUID[k-1]
 		copy(l.count[l.n:], r.count[:k])
 		copy(l.leaves[l.n:], r.leaves[:k])
 		copy(l.inners[l.n:], r.inners[:k])
 		l.n += k
 		l.adopt(l.n-k, l.n)
 		copy(r.sep[:], r.sep[k:r.n-1])
+		copy(r.sepUID[:], r.sepUID[k:r.n-1])
 		copy(r.count[:], r.count[k:r.n])
 		copy(r.leaves[:], r.leaves[k:r.n])
 		copy(r.inners[:], r.inners[k:r.n])
 		clear(r.sep[r.n-1-k : r.n-1])
+		clear(r.sepUID[r.n-1-k : r.n-1])
 		clear(r.count[r.n-k : r.n])
 		clear(r.leaves[r.n-k : r.n])
 		clear(r.inners[r.n-k : r.n])
 		r.n -= k
+		r.adopt(0, r.n)
 	} else { // l's last children to r
 		k := l.n - want
 		copy(r.sep[k:], r.sep[:r.n-1])
-		r.sep[k-1] = g.sep[j]
+		copy(r.sepUID[k:], r.sepUID[:r.n-1])
+		r.sep[k-1], r.sepUID[k-1] = g.sep[j], g.sepUID[j]
 		copy(r.sep[:k-1], l.sep[l.n-k:l.n-1])
-		g.sep[j] = l.sep[l.n-k-1]
+		copy(r.sepUID[:k-1], l.sepUID[l.n-k:l.n-1])
+		g.sep[j], g.sepUID[j] = l.sep[l.n-k-1], l.sepUID[l.n-k-1]
 		copy(r.count[k:], r.count[:r.n])
 		copy(r.leaves[k:], r.leaves[:r.n])
 		copy(r.inners[k:], r.inners[:r.n])
@@ -417,21 +436,24 @@ func (t *tree) balanceInner(p *inner) {
 		copy(r.leaves[:k], l.leaves[l.n-k:l.n])
 		copy(r.inners[:k], l.inners[l.n-k:l.n])
 		r.n += k
-		r.adopt(0, k)
+		r.adopt(0, r.n)
 		clear(l.sep[l.n-k-1 : l.n-1])
+		clear(l.sepUID[l.n-k-1 : l.n-1])
 		clear(l.count[l.n-k : l.n])
 		clear(l.leaves[l.n-k : l.n])
 		clear(l.inners[l.n-k : l.n])
 		l.n -= k
 	}
-	g.count[j], g.count[j+1] = l.total(), r.total()
+	g.count[j], g.count[j+1] = int32(l.total()), int32(r.total())
 }
 
 // move gives it a new key: within its leaf when the key stays between two
-// other entries of it (no count changes), else by a remove and an insert.
+// other entries of it (no count changes; only the entries between the old
+// and the new place shift), else by a remove and an insert.
 func (t *tree) move(it *item, k key) {
 	l := it.leaf
-	pos := t.index(it)
+	pos := l.index(it)
+	uid := l.uids[pos]
 	lo, hi := 0, l.n-1
 	if pos == lo {
 		lo++
@@ -439,37 +461,42 @@ func (t *tree) move(it *item, k key) {
 	if pos == hi {
 		hi--
 	}
-	if lo < hi && t.entryBefore(l, lo, k, it.uid) && !t.entryBefore(l, hi, k, it.uid) {
-		copy(l.keys[pos:], l.keys[pos+1:l.n])
-		copy(l.items[pos:], l.items[pos+1:l.n])
-		l.n--
-		at := t.search(l, k, it.uid)
-		copy(l.keys[at+1:l.n+1], l.keys[at:l.n])
-		copy(l.items[at+1:l.n+1], l.items[at:l.n])
-		l.keys[at], l.items[at] = k, it
-		l.n++
-		it.key = k
+	if lo < hi && t.entryBefore(l, lo, k, uid) && !t.entryBefore(l, hi, k, uid) {
+		// at counts the entries before k, the old one among them when it
+		// ranks before k too.
+		at := t.search(l, k, uid)
+		if at > pos {
+			at--
+			copy(l.keys[pos:at], l.keys[pos+1:at+1])
+			copy(l.uids[pos:at], l.uids[pos+1:at+1])
+			copy(l.items[pos:at], l.items[pos+1:at+1])
+		} else {
+			copy(l.keys[at+1:pos+1], l.keys[at:pos])
+			copy(l.uids[at+1:pos+1], l.uids[at:pos])
+			copy(l.items[at+1:pos+1], l.items[at:pos])
+		}
+		l.keys[at], l.uids[at], l.items[at] = k, uid, it
+		it.score = k.score
 		return
 	}
-	t.removeAt(it, pos)
-	it.key = k
-	t.insert(it)
+	t.removeAt(l, pos)
+	t.insert(it, k, uid)
 }
 
 // rank returns it's 1-based rank.
-func (t *tree) rank(it *item) int {
-	l := it.leaf
-	r := t.index(it) + 1
-	p := l.parent
-	for j := range p.leafIndex(l) {
-		r += p.count[j]
-	}
-	for c, g := p, p.parent; g != nil; c, g = g, g.parent {
-		for j := range g.innerIndex(c) {
-			r += g.count[j]
+func (t *tree) rank(it *item) int { return rankAt(it.leaf, it.leaf.index(it)) }
+
+// rankAt returns the 1-based rank of l's entry i.
+func rankAt(l *leaf, i int) int {
+	r := i + 1
+	p, j := l.parent, l.pidx
+	for {
+		r += p.below(j)
+		if p.parent == nil {
+			return r
 		}
+		p, j = p.parent, p.pidx
 	}
-	return r
 }
 
 // cursor is a position in the rank order.
@@ -478,11 +505,10 @@ type cursor struct {
 	i int
 }
 
-func (c cursor) valid() bool { return c.l != nil && c.i < c.l.n }
-func (c cursor) item() *item { return c.l.items[c.i] }
+func (c cursor) valid() bool    { return c.l != nil && c.i < c.l.n }
+func (c cursor) score() float64 { return c.l.keys[c.i].score }
 func (c cursor) entry(rank int) Entry {
-	it := c.l.items[c.i]
-	return Entry{UID: it.uid, Score: it.score, Rank: rank}
+	return Entry{UID: c.l.uids[c.i], Score: c.l.keys[c.i].score, Rank: rank}
 }
 
 func (c cursor) next() cursor {
@@ -506,8 +532,8 @@ func (t *tree) at(r int) cursor {
 	in := t.root
 	for {
 		i := 0
-		for r > in.count[i] {
-			r -= in.count[i]
+		for r > int(in.count[i]) {
+			r -= int(in.count[i])
 			i++
 		}
 		if in.leafKids {
@@ -518,19 +544,19 @@ func (t *tree) at(r int) cursor {
 }
 
 // cursorOf returns it's cursor.
-func (t *tree) cursorOf(it *item) cursor { return cursor{l: it.leaf, i: t.index(it)} }
+func (t *tree) cursorOf(it *item) cursor { return cursor{l: it.leaf, i: it.leaf.index(it)} }
 
-// last returns the last-ranked item, nil when empty.
-func (t *tree) last() *item {
+// last returns the cursor at the last-ranked entry (invalid when empty).
+func (t *tree) last() cursor {
 	if t.length == 0 {
-		return nil
+		return cursor{}
 	}
 	in := t.root
 	for !in.leafKids {
 		in = in.inners[in.n-1]
 	}
 	l := in.leaves[in.n-1]
-	return l.items[l.n-1]
+	return cursor{l: l, i: l.n - 1}
 }
 
 // firstAtMost returns the cursor at the best-ranked entry with score <=
@@ -548,9 +574,7 @@ func (t *tree) firstAtMost(max float64) (cursor, int) {
 				hi = m
 			}
 		}
-		for j := range lo {
-			r += in.count[j]
-		}
+		r += in.below(lo)
 		if in.leafKids {
 			l := in.leaves[lo]
 			i := 0

@@ -79,27 +79,51 @@ type memHandle struct {
 func (h *memHandle) Name() string     { return h.name }
 func (h *memHandle) Options() Options { return h.o }
 
-// write runs fn under the board's write lock after the tie-policy check.
-func write[T any](h *memHandle, op string, fn func(b *memBoard) (T, error)) *store.Op[T] {
-	return store.Local(func() (T, error) {
-		b := h.b
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if err := b.adopt(op, h.name, h.o.Ties); err != nil {
-			var zero T
-			return zero, err
-		}
-		return fn(b)
-	})
+// write returns an Op running fn(b, h, a) under the board's write lock
+// after the tie-policy check. fn gets the operation's arguments as a
+// instead of capturing them: with fn a func literal that captures nothing
+// (a static function), building the Op is one allocation, the Op with its
+// writeOp. Every byte allocated per call counts here: with the boards'
+// large heap, each GC cycle marks all of it.
+func write[T, A any](h *memHandle, op string, a A, fn func(*memBoard, *memHandle, A) (T, error)) *store.Op[T] {
+	return store.LocalRun[T](writeOp[T, A]{h, op, a, fn})
 }
 
-// read runs fn under the board's read lock.
-func read[T any](h *memHandle, fn func(b *memBoard) T) *store.Op[T] {
-	return store.Local(func() (T, error) {
-		h.b.mu.RLock()
-		defer h.b.mu.RUnlock()
-		return fn(h.b), nil
-	})
+type writeOp[T, A any] struct {
+	h  *memHandle
+	op string
+	a  A
+	fn func(*memBoard, *memHandle, A) (T, error)
+}
+
+func (w writeOp[T, A]) Run() (T, error) {
+	b := w.h.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.adopt(w.op, w.h.name, w.h.o.Ties); err != nil {
+		var zero T
+		return zero, err
+	}
+	return w.fn(b, w.h, w.a)
+}
+
+// read returns an Op running fn(b, a) under the board's read lock; a and
+// fn as for write.
+func read[T, A any](h *memHandle, a A, fn func(*memBoard, A) T) *store.Op[T] {
+	return store.LocalRun[T](readOp[T, A]{h, a, fn})
+}
+
+type readOp[T, A any] struct {
+	h  *memHandle
+	a  A
+	fn func(*memBoard, A) T
+}
+
+func (r readOp[T, A]) Run() (T, error) {
+	b := r.h.b
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return r.fn(b, r.a), nil
 }
 
 // adopt checks that a write through a handle with policy t may touch the
@@ -129,19 +153,19 @@ func (b *memBoard) admit(uid string, score float64, max int) bool {
 		return true
 	}
 	last := b.list.last()
-	return b.list.before(key{score, b.seq + 1}, uid, last.key, last.uid)
+	return !b.list.entryBefore(last.l, last.i, key{score, b.seq + 1}, uid)
 }
 
 // add inserts a newcomer and evicts from the bottom down to max.
 func (b *memBoard) add(uid string, score float64, max int) {
 	b.seq++
-	it := &item{uid: uid, key: key{score, b.seq}}
-	b.list.insert(it)
+	it := &item{}
+	b.list.insert(it, key{score, b.seq}, uid)
 	b.nodes[uid] = it
 	for max > 0 && b.list.length > max {
 		last := b.list.last()
-		b.list.remove(last)
-		delete(b.nodes, last.uid)
+		delete(b.nodes, last.l.uids[last.i])
+		b.list.removeAt(last.l, last.i)
 	}
 }
 
@@ -175,12 +199,18 @@ func (h *memHandle) Update(uid string, score float64, mode Mode) *store.Op[Updat
 	if err := checkUpdate(h.name, uid, score, mode); err != nil {
 		return store.Failed[Updated](err)
 	}
-	score = normZero(score)
-	return write(h, "update", func(b *memBoard) (Updated, error) {
-		u := b.set(uid, score, mode, h.o.MaxMembers)
+	a := updateArgs{uid, normZero(score), mode}
+	return write(h, "update", a, func(b *memBoard, h *memHandle, a updateArgs) (Updated, error) {
+		u := b.set(a.uid, a.score, a.mode, h.o.MaxMembers)
 		u.Version = b.bump(u.Changed)
 		return u, nil
 	})
+}
+
+type updateArgs struct {
+	uid   string
+	score float64
+	mode  Mode
 }
 
 // MUpdate sets every score in one step. Errors: ErrInvalid.
@@ -189,10 +219,11 @@ func (h *memHandle) MUpdate(scores map[string]float64) *store.Op[Written] {
 	if err != nil {
 		return store.Failed[Written](err)
 	}
-	return write(h, "mupdate", func(b *memBoard) (Written, error) {
+	a := mupdateArgs{uids, scores}
+	return write(h, "mupdate", a, func(b *memBoard, h *memHandle, a mupdateArgs) (Written, error) {
 		var w Written
-		for _, uid := range uids {
-			if b.set(uid, normZero(scores[uid]), ModeSet, h.o.MaxMembers).Changed {
+		for _, uid := range a.uids {
+			if b.set(uid, normZero(a.scores[uid]), ModeSet, h.o.MaxMembers).Changed {
 				w.Changed++
 			}
 		}
@@ -201,25 +232,36 @@ func (h *memHandle) MUpdate(scores map[string]float64) *store.Op[Written] {
 	})
 }
 
+type mupdateArgs struct {
+	uids   []string // sorted
+	scores map[string]float64
+}
+
 // Incr adds delta to uid's score. Errors: ErrInvalid.
 func (h *memHandle) Incr(uid string, delta float64) *store.Op[Updated] {
 	if err := checkIncr(h.name, uid, delta); err != nil {
 		return store.Failed[Updated](err)
 	}
-	return write(h, "incr", func(b *memBoard) (Updated, error) {
+	a := incrArgs{uid, delta}
+	return write(h, "incr", a, func(b *memBoard, h *memHandle, a incrArgs) (Updated, error) {
 		var prev float64
-		n := b.nodes[uid]
+		n := b.nodes[a.uid]
 		if n != nil {
 			prev = n.score
 		}
-		score := normZero(prev + delta)
+		score := normZero(prev + a.delta)
 		if !finite(score) {
-			return Updated{}, invalid("incr", h.name, "%v + %v overflows", prev, delta)
+			return Updated{}, invalid("incr", h.name, "%v + %v overflows", prev, a.delta)
 		}
-		u := b.set(uid, score, ModeSet, h.o.MaxMembers)
+		u := b.set(a.uid, score, ModeSet, h.o.MaxMembers)
 		u.Version = b.bump(u.Changed)
 		return u, nil
 	})
+}
+
+type incrArgs struct {
+	uid   string
+	delta float64
 }
 
 // Remove deletes uid. Errors: ErrInvalid.
@@ -227,7 +269,7 @@ func (h *memHandle) Remove(uid string) *store.Op[Written] {
 	if err := checkUID("remove", h.name, "uid", uid); err != nil {
 		return store.Failed[Written](err)
 	}
-	return write(h, "remove", func(b *memBoard) (Written, error) {
+	return write(h, "remove", uid, func(b *memBoard, _ *memHandle, uid string) (Written, error) {
 		var w Written
 		if n := b.nodes[uid]; n != nil {
 			b.list.remove(n)
@@ -267,37 +309,44 @@ func (h *memHandle) Swap(a, b string, expect *Expect) *store.Op[Swapped] {
 	if err := checkSwap(h.name, a, b, expect); err != nil {
 		return store.Failed[Swapped](err)
 	}
-	var e Expect
+	args := swapArgs{a: a, b: b, expect: expect != nil}
 	if expect != nil {
-		e = *expect
+		args.e = *expect
 	}
-	return write(h, "swap", func(bd *memBoard) (Swapped, error) {
-		na, nb := bd.nodes[a], bd.nodes[b]
+	return write(h, "swap", args, func(bd *memBoard, h *memHandle, x swapArgs) (Swapped, error) {
+		na, nb := bd.nodes[x.a], bd.nodes[x.b]
 		if na == nil || nb == nil {
 			return Swapped{}, opErr("swap", h.name, ErrNotFound)
 		}
-		if expect != nil && (na.score != e.A || nb.score != e.B) {
+		if x.expect && (na.score != x.e.A || nb.score != x.e.B) {
 			return Swapped{}, opErr("swap", h.name, ErrVersionConflict)
 		}
 		s := Swapped{ScoreA: nb.score, ScoreB: na.score, Changed: true}
+		ca, cb := bd.list.cursorOf(na), bd.list.cursorOf(nb)
 		switch {
 		case bd.ties == TiesReach:
 			// The entries keep their places and keys; the uids change
 			// places.
-			na.uid, nb.uid = nb.uid, na.uid
-			bd.nodes[a], bd.nodes[b] = nb, na
+			ca.l.uids[ca.i], cb.l.uids[cb.i] = x.b, x.a
+			bd.nodes[x.a], bd.nodes[x.b] = nb, na
 		case na.score == nb.score:
 			s.Changed = false
 		default:
+			ka, kb := ca.l.keys[ca.i], cb.l.keys[cb.i]
 			bd.list.remove(na)
 			bd.list.remove(nb)
-			na.score, nb.score = nb.score, na.score
-			bd.list.insert(na)
-			bd.list.insert(nb)
+			bd.list.insert(na, key{kb.score, ka.seq}, x.a)
+			bd.list.insert(nb, key{ka.score, kb.seq}, x.b)
 		}
 		s.Version = bd.bump(s.Changed)
 		return s, nil
 	})
+}
+
+type swapArgs struct {
+	a, b   string
+	expect bool // e holds the expected scores
+	e      Expect
 }
 
 // Position returns uid's rank, 0 when absent. Errors: ErrInvalid.
@@ -305,7 +354,7 @@ func (h *memHandle) Position(uid string) *store.Op[int] {
 	if err := checkUID("position", h.name, "uid", uid); err != nil {
 		return store.Failed[int](err)
 	}
-	return read(h, func(b *memBoard) int {
+	return read(h, uid, func(b *memBoard, uid string) int {
 		if n := b.nodes[uid]; n != nil {
 			return b.list.rank(n)
 		}
@@ -318,7 +367,7 @@ func (h *memHandle) Score(uid string) *store.Op[Scored] {
 	if err := checkUID("score", h.name, "uid", uid); err != nil {
 		return store.Failed[Scored](err)
 	}
-	return read(h, func(b *memBoard) Scored {
+	return read(h, uid, func(b *memBoard, uid string) Scored {
 		if n := b.nodes[uid]; n != nil {
 			return Scored{Score: n.score, Found: true}
 		}
@@ -331,7 +380,7 @@ func (h *memHandle) Top(n int) *store.Op[[]Entry] {
 	if err := checkN("top", h.name, n); err != nil {
 		return store.Failed[[]Entry](err)
 	}
-	return read(h, func(b *memBoard) []Entry { return b.rangeOf(1, n) })
+	return read(h, span{1, n}, (*memBoard).rangeOf)
 }
 
 // Range returns the entries ranked start..stop. Errors: ErrInvalid.
@@ -339,10 +388,14 @@ func (h *memHandle) Range(start, stop int) *store.Op[[]Entry] {
 	if err := checkRange("range", h.name, start, stop); err != nil {
 		return store.Failed[[]Entry](err)
 	}
-	return read(h, func(b *memBoard) []Entry { return b.rangeOf(start, stop) })
+	return read(h, span{start, stop}, (*memBoard).rangeOf)
 }
 
-func (b *memBoard) rangeOf(start, stop int) []Entry {
+// span is a range of ranks, both included.
+type span struct{ start, stop int }
+
+func (b *memBoard) rangeOf(s span) []Entry {
+	start, stop := s.start, s.stop
 	if start > b.list.length {
 		return []Entry{}
 	}
@@ -360,14 +413,19 @@ func (h *memHandle) RangeByScore(min, max float64) *store.Op[[]Entry] {
 	if err := checkScoreRange(h.name, min, max); err != nil {
 		return store.Failed[[]Entry](err)
 	}
-	limit := h.o.rangeLimit()
-	return read(h, func(b *memBoard) []Entry {
+	a := scoreSpan{min, max, h.o.rangeLimit()}
+	return read(h, a, func(b *memBoard, a scoreSpan) []Entry {
 		out := []Entry{}
-		for c, r := b.list.firstAtMost(max); c.valid() && c.item().score >= min && len(out) < limit; c, r = c.next(), r+1 {
+		for c, r := b.list.firstAtMost(a.max); c.valid() && c.score() >= a.min && len(out) < a.limit; c, r = c.next(), r+1 {
 			out = append(out, c.entry(r))
 		}
 		return out
 	})
+}
+
+type scoreSpan struct {
+	min, max float64
+	limit    int
 }
 
 // Around returns uid's entry and up to n on each side. Errors: ErrInvalid.
@@ -378,35 +436,48 @@ func (h *memHandle) Around(uid string, n int) *store.Op[Around] {
 	if err := checkN("around", h.name, n); err != nil {
 		return store.Failed[Around](err)
 	}
-	return read(h, func(b *memBoard) Around {
-		t := b.nodes[uid]
-		if t == nil {
-			return Around{}
-		}
-		r, at := b.list.rank(t), b.list.cursorOf(t)
-		a := Around{Target: Entry{UID: t.uid, Score: t.score, Rank: r}, Found: true}
-		a.Above = make([]Entry, min(n, r-1))
-		c := at
-		for i := len(a.Above) - 1; i >= 0; i-- {
-			c = c.prev()
-			a.Above[i] = c.entry(r - len(a.Above) + i)
-		}
-		a.Below = make([]Entry, 0, min(n, b.list.length-r))
-		for c, i := at.next(), 1; i <= n && c.valid(); c, i = c.next(), i+1 {
-			a.Below = append(a.Below, c.entry(r+i))
-		}
-		return a
-	})
+	return read(h, aroundArgs{uid, n}, (*memBoard).around)
+}
+
+type aroundArgs struct {
+	uid string
+	n   int
+}
+
+func (b *memBoard) around(x aroundArgs) Around {
+	t := b.nodes[x.uid]
+	if t == nil {
+		return Around{}
+	}
+	at := b.list.cursorOf(t)
+	r := rankAt(at.l, at.i)
+	a := Around{Target: at.entry(r), Found: true}
+	// One array for both sides, each capped at its length so that an
+	// append to Above cannot overwrite Below.
+	above, below := min(x.n, r-1), min(x.n, b.list.length-r)
+	buf := make([]Entry, above+below)
+	a.Above, a.Below = buf[:above:above], buf[above:]
+	c := at
+	for i := above - 1; i >= 0; i-- {
+		c = c.prev()
+		a.Above[i] = c.entry(r - above + i)
+	}
+	c = at
+	for i := range below {
+		c = c.next()
+		a.Below[i] = c.entry(r + 1 + i)
+	}
+	return a
 }
 
 // Count returns the number of members.
 func (h *memHandle) Count() *store.Op[int] {
-	return read(h, func(b *memBoard) int { return b.list.length })
+	return read(h, struct{}{}, func(b *memBoard, _ struct{}) int { return b.list.length })
 }
 
 // Version returns the board version.
 func (h *memHandle) Version() *store.Op[int64] {
-	return read(h, func(b *memBoard) int64 { return b.version })
+	return read(h, struct{}{}, func(b *memBoard, _ struct{}) int64 { return b.version })
 }
 
 // Snapshot returns a range with the count and version. Errors: ErrInvalid.
@@ -414,8 +485,8 @@ func (h *memHandle) Snapshot(start, stop int) *store.Op[Snapshot] {
 	if err := checkRange("snapshot", h.name, start, stop); err != nil {
 		return store.Failed[Snapshot](err)
 	}
-	return read(h, func(b *memBoard) Snapshot {
-		return Snapshot{Entries: b.rangeOf(start, stop), Count: b.list.length, Version: b.version}
+	return read(h, span{start, stop}, func(b *memBoard, s span) Snapshot {
+		return Snapshot{Entries: b.rangeOf(s), Count: b.list.length, Version: b.version}
 	})
 }
 
@@ -425,27 +496,34 @@ func (h *memHandle) ArchiveAndClear(date string, top int, ttl time.Duration) *st
 	if err := checkReset("archive_and_clear", h.name, date, top, ttl); err != nil {
 		return store.Failed[Reset](err)
 	}
-	return write(h, "archive_and_clear", func(b *memBoard) (Reset, error) {
+	x := resetArgs{date, top, ttl}
+	return write(h, "archive_and_clear", x, func(b *memBoard, h *memHandle, x resetArgs) (Reset, error) {
 		now := h.m.now()
 		for d, a := range b.archives {
 			if !now.Before(a.expires) {
 				delete(b.archives, d)
 			}
 		}
-		if _, exists := b.archives[date]; exists || b.reset >= date {
+		if _, exists := b.archives[x.date]; exists || b.reset >= x.date {
 			return Reset{Version: b.version}, nil
 		}
 		r := Reset{Done: true}
-		if top > 0 {
-			entries := b.rangeOf(1, top)
-			b.archives[date] = memArchive{data: encodeArchive(entries), expires: now.Add(ttl.Truncate(time.Millisecond))}
+		if x.top > 0 {
+			entries := b.rangeOf(span{1, x.top})
+			b.archives[x.date] = memArchive{data: encodeArchive(entries), expires: now.Add(x.ttl.Truncate(time.Millisecond))}
 			r.Archived = len(entries)
 		}
 		r.Cleared = b.clear()
-		b.reset = date
+		b.reset = x.date
 		r.Version = b.bump(r.Cleared > 0)
 		return r, nil
 	})
+}
+
+type resetArgs struct {
+	date string
+	top  int
+	ttl  time.Duration
 }
 
 // Archive reads the archive of date. Errors: ErrInvalid, store.ErrReply.

@@ -184,8 +184,15 @@ func TestMemoryAgainstNaive(t *testing.T) {
 	}
 }
 
+// bound is a separator of the tree: a key and its uid.
+type bound struct {
+	k   key
+	uid string
+}
+
 // checkTree verifies every invariant of the B+tree: counts, separator
-// bounds, parent and leaf pointers, the leaf chain, fill levels.
+// bounds, parent pointers and indexes, item handles, the leaf chain, fill
+// levels.
 func checkTree(t *testing.T, tr *tree) {
 	t.Helper()
 	var leaves []*leaf
@@ -199,16 +206,16 @@ func checkTree(t *testing.T, tr *tree) {
 		for i := range in.n {
 			clo, chi := lo, hi
 			if i > 0 {
-				clo = &in.sep[i-1]
+				clo = &bound{in.sep[i-1], in.sepUID[i-1]}
 			}
 			if i < in.n-1 {
-				chi = &in.sep[i]
+				chi = &bound{in.sep[i], in.sepUID[i]}
 			}
 			var n int
 			if in.leafKids {
 				l := in.leaves[i]
-				if l.parent != in || in.inners[i] != nil {
-					t.Fatal("leaf parent pointer")
+				if l.parent != in || l.pidx != i || in.inners[i] != nil {
+					t.Fatal("leaf parent pointer or index")
 				}
 				if depth < 0 {
 					depth = d
@@ -219,17 +226,17 @@ func checkTree(t *testing.T, tr *tree) {
 					t.Fatalf("leaf with %d entries", l.n)
 				}
 				for j := range l.n {
-					it := l.items[j]
-					if it.leaf != l || it.key != l.keys[j] {
-						t.Fatal("item leaf pointer or key copy")
+					it, k, uid := l.items[j], l.keys[j], l.uids[j]
+					if it.leaf != l || it.score != k.score {
+						t.Fatal("item leaf pointer or score copy")
 					}
-					if clo != nil && !tr.before(clo.key, clo.uid, it.key, it.uid) {
-						t.Fatalf("entry %v does not rank after its lower bound %v", it.key, *clo)
+					if clo != nil && !tr.before(clo.k, clo.uid, k, uid) {
+						t.Fatalf("entry %v does not rank after its lower bound %v", k, *clo)
 					}
-					if chi != nil && tr.before(chi.key, chi.uid, it.key, it.uid) {
-						t.Fatalf("entry %v ranks after its upper bound %v", it.key, *chi)
+					if chi != nil && tr.before(chi.k, chi.uid, k, uid) {
+						t.Fatalf("entry %v ranks after its upper bound %v", k, *chi)
 					}
-					if j > 0 && !tr.before(l.keys[j-1], l.items[j-1].uid, it.key, it.uid) {
+					if j > 0 && !tr.before(l.keys[j-1], l.uids[j-1], k, uid) {
 						t.Fatal("leaf out of order")
 					}
 				}
@@ -237,12 +244,12 @@ func checkTree(t *testing.T, tr *tree) {
 				n = l.n
 			} else {
 				c := in.inners[i]
-				if c.parent != in || in.leaves[i] != nil {
-					t.Fatal("inner parent pointer")
+				if c.parent != in || c.pidx != i || in.leaves[i] != nil {
+					t.Fatal("inner parent pointer or index")
 				}
 				n = walk(c, d+1, clo, chi)
 			}
-			if in.count[i] != n {
+			if int(in.count[i]) != n {
 				t.Fatalf("count %d; the child holds %d", in.count[i], n)
 			}
 			total += n
@@ -263,79 +270,134 @@ func checkTree(t *testing.T, tr *tree) {
 	}
 }
 
-// Random inserts, moves and removals, in and out of order, at sizes that
-// split and merge every level; ranks, at and the invariants hold throughout.
+// member is an entry of the tree in the model of TestTreeInvariants.
+type member struct {
+	it  *item
+	k   key
+	uid string
+}
+
+// checkModel compares the tree with ms sorted: rank, at and the cursor
+// walks both ways (the neighbours Around reads) give the model's order.
+func checkModel(t *testing.T, tr *tree, ms []*member) {
+	t.Helper()
+	sorted := slices.Clone(ms)
+	slices.SortFunc(sorted, func(a, b *member) int {
+		if tr.before(a.k, a.uid, b.k, b.uid) {
+			return -1
+		}
+		return 1
+	})
+	if tr.length != len(sorted) {
+		t.Fatalf("length %d; want %d", tr.length, len(sorted))
+	}
+	want := func(c cursor, r int) {
+		t.Helper()
+		m := sorted[r-1]
+		if !c.valid() || c.l.items[c.i] != m.it || c.entry(r) != (Entry{m.uid, m.k.score, r}) || c.l.keys[c.i] != m.k {
+			t.Fatalf("rank %d: not %v", r, *m)
+		}
+	}
+	for r, m := range sorted {
+		if got := tr.rank(m.it); got != r+1 {
+			t.Fatalf("rank() %d; want %d", got, r+1)
+		}
+		want(tr.at(r+1), r+1)
+		want(tr.cursorOf(m.it), r+1)
+	}
+	var c cursor // an empty tree has no rank 1
+	if len(sorted) > 0 {
+		c = tr.at(1)
+	}
+	for r := 1; r <= len(sorted); r, c = r+1, c.next() {
+		want(c, r)
+	}
+	if c.valid() {
+		t.Fatal("next past the last entry")
+	}
+	c = tr.last()
+	for r := len(sorted); r >= 1; r, c = r-1, c.prev() {
+		want(c, r)
+	}
+	if c.valid() {
+		t.Fatal("prev before the first entry")
+	}
+}
+
+// Random inserts, moves (in place and across leaves) and removals, in and
+// out of order, at sizes that split and merge every level; the invariants
+// and the sorted model hold throughout.
 func TestTreeInvariants(t *testing.T) {
 	for _, byUID := range []bool{false, true} {
 		tr := newTree(byUID)
 		rng := rand.New(rand.NewPCG(3, 4))
-		var items []*item
+		var ms []*member
 		seq := uint64(0)
+		add := func(uid uint32, score float64) {
+			seq++
+			m := &member{it: &item{}, k: key{score, seq}, uid: string(binary.BigEndian.AppendUint32(nil, uid))}
+			tr.insert(m.it, m.k, m.uid)
+			ms = append(ms, m)
+		}
+		removeAt := func(j int) {
+			tr.remove(ms[j].it)
+			ms[j] = ms[len(ms)-1]
+			ms = ms[:len(ms)-1]
+		}
 		for i := range 60000 {
 			grow := i < 30000 || i > 50000
 			switch r := rng.IntN(10); {
-			case len(items) == 0 || (grow && r < 6) || (!grow && r < 2):
-				seq++
-				it := &item{uid: string(binary.BigEndian.AppendUint32(nil, uint32(i))), key: key{float64(rng.IntN(300)), seq}}
-				tr.insert(it)
-				items = append(items, it)
+			case len(ms) == 0 || (grow && r < 6) || (!grow && r < 2):
+				add(uint32(i), float64(rng.IntN(300)))
 			case r < 7:
 				seq++
-				tr.move(items[rng.IntN(len(items))], key{float64(rng.IntN(300)), seq})
+				m := ms[rng.IntN(len(ms))]
+				m.k = key{float64(rng.IntN(300)), seq}
+				tr.move(m.it, m.k)
 			default:
-				j := rng.IntN(len(items))
-				tr.remove(items[j])
-				items[j] = items[len(items)-1]
-				items = items[:len(items)-1]
+				removeAt(rng.IntN(len(ms)))
 			}
 			if i%5000 == 0 || i == 59999 {
 				checkTree(t, tr)
 			}
-		}
-		checkTree(t, tr)
-		r := 0
-		for c := tr.at(1); c.valid(); c = c.next() {
-			r++
-			if tr.rank(c.item()) != r || tr.at(r).item() != c.item() {
-				t.Fatalf("rank %d: rank() %d", r, tr.rank(c.item()))
+			if i%20000 == 0 || i == 59999 {
+				checkModel(t, tr, ms)
 			}
-		}
-		if r != len(items) {
-			t.Fatalf("walked %d of %d", r, len(items))
 		}
 		// Grow to four levels, then shrink from one end (borrowing and
 		// merging inner nodes), then randomly.
 		for i := range 150000 {
-			seq++
-			it := &item{uid: string(binary.BigEndian.AppendUint32(nil, uint32(100000+i))), key: key{float64(i), seq}}
-			tr.insert(it)
-			items = append(items, it)
+			add(uint32(100000+i), float64(i))
 		}
 		checkTree(t, tr)
-		slices.SortFunc(items, func(a, b *item) int { return tr.rank(a) - tr.rank(b) })
-		for i, it := range items[:60000] {
-			tr.remove(it)
+		checkModel(t, tr, ms)
+		slices.SortFunc(ms, func(a, b *member) int { return tr.rank(a.it) - tr.rank(b.it) })
+		for i, m := range ms[:60000] {
+			tr.remove(m.it)
 			if i%10000 == 0 {
 				checkTree(t, tr)
 			}
 		}
-		items = items[60000:]
-		rng.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
-		for i, it := range items[:len(items)-100] {
-			tr.remove(it)
+		ms = ms[60000:]
+		checkModel(t, tr, ms)
+		rng.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+		for i := 0; len(ms) > 100; i++ {
+			removeAt(len(ms) - 1)
 			if i%10000 == 0 {
 				checkTree(t, tr)
 			}
 		}
-		items = items[len(items)-100:]
 		checkTree(t, tr)
+		checkModel(t, tr, ms)
 		// Empty it completely, then reuse it.
-		for _, it := range items {
-			tr.remove(it)
+		for len(ms) > 0 {
+			removeAt(0)
 		}
 		checkTree(t, tr)
-		tr.insert(&item{uid: "x", key: key{1, seq + 1}})
+		checkModel(t, tr, ms)
+		add(1, 1)
 		checkTree(t, tr)
+		checkModel(t, tr, ms)
 	}
 }
 

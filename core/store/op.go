@@ -25,18 +25,44 @@ import (
 //     need several dependent round trips. The runtime runs it on a worker
 //     goroutine.
 //
-// The zero Op is invalid; use Local, Failed, Commands or Work.
+// The zero Op is invalid; use Local, LocalRun, Failed, Commands or Work.
 type Op[T any] struct {
-	kind   Kind
-	local  func() (T, error)
-	work   func(ctx context.Context) (T, error)
+	kind    Kind
+	settled bool
+	// What each kind runs, each in the Op's allocation (see localOp and
+	// redisOp): a local Op is small, which matters where the memory
+	// backends serve many per second from a large heap, each byte
+	// allocated bringing the next GC cycle closer.
+	local localRunner[T]
+	work  func(ctx context.Context) (T, error)
+	redis *redisOp[T]
+
+	val T
+	err error
+}
+
+// localRunner is the work of a local Op.
+type localRunner[T any] interface{ runLocal() (T, error) }
+
+// localOp is a local Op and its runner in one allocation.
+type localOp[T any, R interface{ Run() (T, error) }] struct {
+	op Op[T]
+	r  R
+}
+
+func (o *localOp[T, R]) runLocal() (T, error) { return o.r.Run() }
+
+// funcRunner runs a local Op built by Local.
+type funcRunner[T any] func() (T, error)
+
+func (f funcRunner[T]) Run() (T, error) { return f() }
+
+// redisOp is a Redis Op and its commands in one allocation.
+type redisOp[T any] struct {
+	op     Op[T]
 	c      redis.UniversalClient
 	cmds   []redis.Cmder
 	decode func() (T, error)
-
-	settled bool
-	val     T
-	err     error
 }
 
 // Kind says how an Op runs.
@@ -51,7 +77,17 @@ const (
 
 // Local returns an Op that runs fn in the calling goroutine. fn must not
 // wait on I/O.
-func Local[T any](fn func() (T, error)) *Op[T] { return &Op[T]{kind: KindLocal, local: fn} }
+func Local[T any](fn func() (T, error)) *Op[T] { return LocalRun[T](funcRunner[T](fn)) }
+
+// LocalRun returns an Op that runs r.Run in the calling goroutine, like
+// Local; r must not wait on I/O. The Op and r make one allocation, where
+// Local's fn, a closure over the operation's arguments, is a second one:
+// a hot in-process operation passes its arguments in r instead.
+func LocalRun[T any, R interface{ Run() (T, error) }](r R) *Op[T] {
+	o := &localOp[T, R]{r: r}
+	o.op.kind, o.op.local = KindLocal, o
+	return &o.op
+}
 
 // Failed returns a local Op that fails with err: an operation refused before
 // any I/O (an invalid argument).
@@ -70,7 +106,9 @@ func Work[T any](fn func(ctx context.Context) (T, error)) *Op[T] {
 // redis.NewXxxCmd(ctx, ...) and Script.Cmd; ctx there is only what go-redis
 // hooks see: the Op runs with the context of Do or of the batch.
 func Commands[T any](c redis.UniversalClient, decode func() (T, error), cmds ...redis.Cmder) *Op[T] {
-	return &Op[T]{kind: KindRedis, c: c, cmds: cmds, decode: decode}
+	o := &redisOp[T]{c: c, cmds: cmds, decode: decode}
+	o.op.kind, o.op.redis = KindRedis, o
+	return &o.op
 }
 
 // Kind returns the Op's kind.
@@ -91,7 +129,7 @@ func (o *Op[T]) Do(ctx context.Context) (T, error) {
 	}
 	switch o.kind {
 	case KindLocal:
-		o.val, o.err = o.local()
+		o.val, o.err = o.local.runLocal()
 	case KindWork:
 		o.val, o.err = o.work(ctx)
 	case KindRedis:
@@ -123,8 +161,8 @@ type Pending interface {
 	settle()
 }
 
-func (o *Op[T]) client() redis.UniversalClient { return o.c }
-func (o *Op[T]) commands() []redis.Cmder       { return o.cmds }
+func (o *Op[T]) client() redis.UniversalClient { return o.redis.c }
+func (o *Op[T]) commands() []redis.Cmder       { return o.redis.cmds }
 
 // settle decodes the replies. The decoder reads every command's outcome,
 // a failed connection included (go-redis records it on each command), so
@@ -134,7 +172,7 @@ func (o *Op[T]) settle() {
 		return
 	}
 	o.settled = true
-	o.val, o.err = o.decode()
+	o.val, o.err = o.redis.decode()
 }
 
 // Batch sends the commands of many Redis Ops together: one pipeline per
