@@ -76,10 +76,13 @@ type schedBinding struct {
 	owner string
 	ud    *lua.LUserData
 
-	tasks     map[string]*boundTask // registered (or being registered) by this runtime
+	tasks     map[string]boundTask  // registered (or being registered) by this runtime; by value: no object per task
+	labeled   map[string]taskLabels // of the tasks in tasks that fired
 	gens      uint64                // numbers this runtime's registrations
 	listeners map[scheduler.EventKind][]*lua.LFunction
 	listening atomic.Uint32 // bit per event kind with a listener
+
+	attempts sync.Pool // of *attempt
 
 	mu     sync.Mutex
 	closed bool // the runtime is closing: firings are refused
@@ -95,15 +98,20 @@ type boundTask struct {
 	early   map[uint64]struct{} // generations told gone before their Register returned
 }
 
+// taskLabels are what a firing of a task needs of its name, made at its
+// first firing and kept while this runtime holds the task, so a firing
+// does not allocate them (and tasks that never fire cost nothing).
+type taskLabels struct {
+	label string     // the name of its runs' Lua tasks: "scheduled <name>"
+	name  lua.LValue // its name as a Lua string (info.task)
+}
+
 // beginRegister numbers a registration of name and returns its
 // generation. Loop only.
 func (b *schedBinding) beginRegister(name string) uint64 {
 	t := b.tasks[name]
-	if t == nil {
-		t = &boundTask{}
-		b.tasks[name] = t
-	}
 	t.pending++
+	b.tasks[name] = t
 	b.gens++
 	return b.gens
 }
@@ -113,39 +121,39 @@ func (b *schedBinding) beginRegister(name string) uint64 {
 // already ran elsewhere takes none), it is the live one, unless the
 // Engine already told it gone. Loop only.
 func (b *schedBinding) endRegister(name string, gen uint64, info scheduler.Info, ok bool) {
-	t := b.tasks[name]
-	if t == nil {
+	t, found := b.tasks[name]
+	if !found {
 		return // the runtime closed meanwhile
 	}
 	t.pending--
 	if ok && info.Registered && gen > t.live {
-		b.setLive(t, gen)
+		b.setLive(&t, gen)
 	}
 	if _, gone := t.early[gen]; gone {
 		delete(t.early, gen)
 		if t.live == gen {
-			b.setLive(t, 0)
+			b.setLive(&t, 0)
 		}
 	}
-	b.tidy(name, t)
+	b.keep(name, t)
 }
 
 // gone handles the Engine's Task.Gone of registration gen of name. Loop
 // only.
 func (b *schedBinding) gone(name string, gen uint64) {
-	t := b.tasks[name]
+	t, found := b.tasks[name]
 	switch {
-	case t == nil || gen < t.live:
+	case !found || gen < t.live:
 		return // a registration another one replaced, or the runtime closed
 	case gen == t.live:
-		b.setLive(t, 0)
+		b.setLive(&t, 0)
 	default: // its Register has not returned yet
 		if t.early == nil {
 			t.early = map[uint64]struct{}{}
 		}
 		t.early[gen] = struct{}{}
 	}
-	b.tidy(name, t)
+	b.keep(name, t)
 }
 
 // setLive sets t's live generation, holding the runtime while there is one.
@@ -159,11 +167,30 @@ func (b *schedBinding) setLive(t *boundTask, gen uint64) {
 	t.live = gen
 }
 
-// tidy drops name's entry once nothing is live nor in flight.
-func (b *schedBinding) tidy(name string, t *boundTask) {
+// keep stores name's entry, or drops it once nothing is live nor in
+// flight.
+func (b *schedBinding) keep(name string, t boundTask) {
 	if t.live == 0 && t.pending == 0 {
 		delete(b.tasks, name)
+		delete(b.labeled, name)
+		return
 	}
+	b.tasks[name] = t
+}
+
+// labels returns the Lua task name and the Lua name value of a run of
+// task name. Loop only.
+func (b *schedBinding) labels(name string) (string, lua.LValue) {
+	if l, ok := b.labeled[name]; ok {
+		return l.label, l.name
+	}
+	l := taskLabels{label: "scheduled " + name, name: lua.LString(name)}
+	// Kept only for a task this runtime holds (keep drops it with the
+	// task): a run of a removed task makes its own.
+	if _, held := b.tasks[name]; held {
+		b.labeled[name] = l
+	}
+	return l.label, l.name
 }
 
 // eventBits numbers the event kinds for schedBinding.listening.
@@ -180,7 +207,8 @@ func (b *schedBinding) listens(k scheduler.EventKind) bool {
 func (rt *Runtime) installScheduler(lib *lua.LTable, s *Scheduler) {
 	L := rt.L
 	b := &schedBinding{rt: rt, s: s, owner: "rt-" + strconv.FormatInt(s.ids.Add(1), 10),
-		tasks: map[string]*boundTask{}, listeners: map[scheduler.EventKind][]*lua.LFunction{}}
+		tasks: map[string]boundTask{}, labeled: map[string]taskLabels{}, listeners: map[scheduler.EventKind][]*lua.LFunction{}}
+	b.attempts.New = b.newAttempt
 	rt.OnClose(b.close)
 	s.mu.Lock()
 	s.bindings[b.owner] = b
@@ -240,6 +268,7 @@ func (b *schedBinding) close() {
 			b.rt.Unref()
 		}
 	}
+	clear(b.labeled)
 	b.s.mu.Lock()
 	delete(b.s.bindings, b.owner)
 	b.s.mu.Unlock()
@@ -261,54 +290,110 @@ var errRuntimeClosing = errors.New("shield.scheduler: the runtime that registere
 // Engine, which counts it and retries per the task's options.
 func (b *schedBinding) runFunc(fn, onError *lua.LFunction) scheduler.RunFunc {
 	return func(f scheduler.Firing, done func(error)) {
+		a := b.attempts.Get().(*attempt)
+		a.fn, a.onError, a.f, a.done = fn, onError, f, done
 		b.mu.Lock()
-		queued := !b.closed && b.rt.TryPost(func() { b.start(fn, onError, f, done) })
+		queued := !b.closed && b.rt.TryPost(a.startFn)
 		b.mu.Unlock()
 		if !queued {
+			a.release()
 			done(errRuntimeClosing)
 		}
 	}
 }
 
-func (b *schedBinding) start(fn, onError *lua.LFunction, f scheduler.Firing, done func(error)) {
-	rt := b.rt
-	info := firingTable(rt.L, f)
-	rt.Spawn("scheduled "+f.Task, fn, []lua.LValue{info}, func(err error) {
-		if err == nil {
-			done(nil)
-			return
-		}
-		msg := err.Error()
-		var te *TaskError
-		if errors.As(err, &te) {
-			msg = te.Message
-		}
-		if b.isClosed() || errors.Is(err, ErrInterrupted) || errors.Is(err, ErrClosed) {
-			// Interrupted by the runtime's shutdown: Close names such
-			// tasks; the Engine learns the run did not end well.
-			done(errors.New(msg))
-			return
-		}
-		rt.callbackErrs++
-		rt.log.Error("shield: scheduled task failed", "task", f.Task, "attempt", f.Attempt,
-			"scheduled", f.Scheduled.UTC().Format(time.RFC3339Nano), "error", err.Error())
-		if onError != nil {
-			rt.Spawn("on_error "+f.Task, onError, []lua.LValue{lua.LString(msg), info}, func(err error) {
-				if err != nil {
-					rt.callbackFailed("scheduler on_error", f.Task, err)
-				}
-			})
-		}
-		done(errors.New(msg))
-	})
+// attempt is one attempt of a firing handed to this runtime, from the
+// Engine's RunFunc call to the end of its Lua task. Attempts are pooled,
+// with the two callbacks they need made once per attempt object: fresh
+// closures for every firing were garbage at thousands of firings a second.
+type attempt struct {
+	b           *schedBinding
+	fn, onError *lua.LFunction
+	f           scheduler.Firing
+	done        func(error)
+	info        *lua.LTable
+	args        [1]lua.LValue
+
+	startFn func()      // a.start, posted to the runtime
+	endFn   func(error) // a.end, the Lua task's done
 }
 
-// firingTable is the table a run receives: what firing it is.
-func firingTable(L *lua.LState, f scheduler.Firing) *lua.LTable {
+// newAttempt is the New of b.attempts.
+func (b *schedBinding) newAttempt() any {
+	a := &attempt{b: b}
+	a.startFn, a.endFn = a.start, a.end
+	return a
+}
+
+// release clears a and puts it back in its binding's pool.
+func (a *attempt) release() {
+	b := a.b
+	*a = attempt{b: b, startFn: a.startFn, endFn: a.endFn}
+	b.attempts.Put(a)
+}
+
+// start runs the attempt's Lua task. Loop only.
+func (a *attempt) start() {
+	label, name := a.b.labels(a.f.Task)
+	a.info = firingTable(a.b.rt.L, a.f, name)
+	a.args[0] = a.info
+	// The task may end, and a be released, before Spawn returns.
+	a.b.rt.Spawn(label, a.fn, a.args[:], a.endFn)
+}
+
+// end is the attempt's Lua task's done. Loop only.
+func (a *attempt) end(err error) {
+	b, onError, f, info, done := a.b, a.onError, a.f, a.info, a.done
+	a.release()
+	if err == nil {
+		done(nil)
+		return
+	}
+	rt := b.rt
+	msg := err.Error()
+	var te *TaskError
+	if errors.As(err, &te) {
+		msg = te.Message
+	}
+	if b.isClosed() || errors.Is(err, ErrInterrupted) || errors.Is(err, ErrClosed) {
+		// Interrupted by the runtime's shutdown: Close names such
+		// tasks; the Engine learns the run did not end well.
+		done(errors.New(msg))
+		return
+	}
+	rt.callbackErrs++
+	rt.log.Error("shield: scheduled task failed", "task", f.Task, "attempt", f.Attempt,
+		"scheduled", f.Scheduled.UTC().Format(time.RFC3339Nano), "error", err.Error())
+	if onError != nil {
+		rt.Spawn("on_error "+f.Task, onError, []lua.LValue{lua.LString(msg), info}, func(err error) {
+			if err != nil {
+				rt.callbackFailed("scheduler on_error", f.Task, err)
+			}
+		})
+	}
+	done(errors.New(msg))
+}
+
+// attemptNumbers are info.attempt's first values, boxed once (a Lua number
+// in an LValue is an allocation).
+var attemptNumbers = func() (v [8]lua.LValue) {
+	for i := range v {
+		v[i] = lua.LNumber(i)
+	}
+	return v
+}()
+
+// firingTable is the table a run receives: what firing it is. name is
+// f.Task as a Lua value.
+func firingTable(L *lua.LState, f scheduler.Firing, name lua.LValue) *lua.LTable {
 	t := L.CreateTable(0, 8)
-	t.RawSetString("task", lua.LString(f.Task))
+	t.RawSetString("task", name)
 	t.RawSetString("scheduled", lua.LNumber(f.Scheduled.UnixMilli()))
-	t.RawSetString("attempt", lua.LNumber(f.Attempt))
+	if f.Attempt >= 0 && f.Attempt < len(attemptNumbers) {
+		t.RawSetString("attempt", attemptNumbers[f.Attempt])
+	} else {
+		t.RawSetString("attempt", lua.LNumber(f.Attempt))
+	}
 	t.RawSetString("manual", lua.LBool(f.Manual))
 	t.RawSetString("recovered", lua.LBool(f.Recovered))
 	t.RawSetString("late", lua.LBool(f.Late))
@@ -324,7 +409,7 @@ func (b *schedBinding) deliver(ev scheduler.Event) {
 		return
 	}
 	L := b.rt.L
-	info := firingTable(L, ev.Firing)
+	info := firingTable(L, ev.Firing, lua.LString(ev.Firing.Task))
 	info.RawSetString("event", lua.LString(ev.Kind))
 	if !ev.Started.IsZero() {
 		info.RawSetString("started", lua.LNumber(ev.Started.UnixMilli()))

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
@@ -267,5 +269,115 @@ func reportServerTime(b *testing.B, c *redis.Client) func() {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkRegisterFootprint is the heap a registered local task keeps
+// (bytes and objects per task, after a GC), the weight every GC cycle
+// marks: 100 000 interval tasks, as schedbench's idle ones.
+func BenchmarkRegisterFootprint(b *testing.B) {
+	const n = 100000
+	o := DefaultOptions(config.Default().Scheduler)
+	o.Overlap = OverlapAllow
+	every, _ := Every(time.Hour)
+	run := func(f Firing, done func(error)) { done(nil) }
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "t" + strconv.Itoa(i)
+	}
+	for range b.N {
+		e, err := New(Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := heapNow()
+		for _, name := range names {
+			do(b, e.Register(Task{Name: name, Schedule: every, Options: o, Run: run, Owner: "rt-1"}))
+		}
+		after := heapNow()
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/task")
+		b.ReportMetric(float64(after.HeapObjects-before.HeapObjects)/n, "heap-objs/task")
+		closeEngine(b, e)
+	}
+}
+
+// heapNow is the live heap after a full GC.
+func heapNow() runtime.MemStats {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m
+}
+
+// manualClock is a clock the benchmark moves; AfterFunc only keeps the
+// latest function (the engine arms one timer at a time) and never calls
+// it, so the clock itself allocates nothing.
+type manualClock struct {
+	now atomic.Int64 // Unix ns
+	mu  sync.Mutex
+	f   func()
+}
+
+func (c *manualClock) Now() time.Time { return time.Unix(0, c.now.Load()) }
+
+func (c *manualClock) AfterFunc(d time.Duration, f func()) Timer {
+	c.mu.Lock()
+	c.f = f
+	c.mu.Unlock()
+	return c
+}
+
+func (c *manualClock) Stop() bool { return true }
+
+// BenchmarkFiring is the engine's own cost of one firing of a local task:
+// due, started, its RunFunc called (done at once), ended, among 1 000
+// interval tasks, driven on the loop by a manual clock so that allocs/op
+// counts the engine alone.
+func BenchmarkFiring(b *testing.B) {
+	clk := &manualClock{}
+	clk.now.Store(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	e, err := New(Config{Clock: clk, Events: func(Event) {}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closeEngine(b, e)
+	o := e.DefaultOptions()
+	o.Overlap = OverlapAllow
+	every, _ := Every(time.Second)
+	fired := 0
+	run := func(f Firing, done func(error)) { fired++; done(nil) }
+	for i := range 1000 {
+		do(b, e.Register(Task{Name: "t" + strconv.Itoa(i), Schedule: every, Options: o, Run: run, Owner: "rt-1"}))
+		clk.now.Add(int64(time.Millisecond))
+	}
+	var msgs []message
+	step := func() {
+		clk.now.Add(int64(time.Millisecond))
+		e.runDue()
+		e.mu.Lock()
+		msgs, e.inbox = e.inbox, msgs[:0]
+		e.mu.Unlock()
+		for i := range msgs {
+			msgs[i].handle(e)
+			msgs[i] = message{}
+		}
+		e.arm()
+	}
+	if err := e.call(func() {
+		for range 2000 { // warm up: every slice at its size
+			step()
+		}
+	}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	if err := e.call(func() {
+		fired = 0
+		for fired < b.N {
+			step()
+		}
+	}); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -29,7 +29,6 @@ func (e *Engine) adopt(t *task, sched Schedule, rec record) {
 			loc = l
 		}
 	}
-	t.sched = sched
 	t.tl = sched.timeline(loc, rec.Anchor)
 	t.cursor = rec.Cursor
 	t.paused = rec.Paused
@@ -61,7 +60,7 @@ func (e *Engine) planDist(t *task) {
 // process runs it or watches another process's run of it (to re-run it if
 // that runner dies).
 func (e *Engine) dropSpentOnce(t *task) {
-	if t.sched.kind == KindOnce && t.running == 0 && t.next == 0 && t.probe.h == nil && !t.claiming {
+	if t.tl.s.kind == KindOnce && t.running == 0 && t.next == 0 && t.probe.h == nil && !t.claiming {
 		e.drop(t)
 	}
 }
@@ -84,7 +83,7 @@ func (e *Engine) claimDue(t *task) {
 		Early:    e.ahead + skewTolerance,
 		MissOnly: now-due > t.opts.CatchUp.Milliseconds(),
 	}
-	if t.sched.kind == KindOnce {
+	if t.tl.s.kind == KindOnce {
 		c.Keep = e.onceKeep(t)
 	}
 	t.claiming = true
@@ -307,7 +306,7 @@ func (e *Engine) sendFinish(r *run, runErr error) {
 	t := r.task
 	f := finish{Name: t.name, Fire: r.fire, Owner: r.owner, Manual: r.base.Manual,
 		Started: (r.first + e.storeOffset()) / int64(time.Millisecond), Late: r.base.Late,
-		Once: t.sched.kind == KindOnce, Keep: e.onceKeep(t)}
+		Once: t.tl.s.kind == KindOnce, Keep: e.onceKeep(t)}
 	if runErr != nil {
 		f.Fail, f.Err = true, runErr.Error()
 	}
@@ -396,10 +395,10 @@ func (e *Engine) resync(t *task) {
 		e.observe(f.Now, t0, t1)
 		if f.Found {
 			t.syncing = false
-			e.adopt(t, t.sched, f.record)
+			e.adopt(t, t.tl.s, f.record)
 			return
 		}
-		d := e.def(t.name, t.sched, t.opts)
+		d := e.def(t.name, t.tl.s, *t.opts)
 		d.Anchor, d.Cursor = t.tl.anchor, t.cursor
 		submit(e, e.st.register(d), func(reg registered, err error, t0, t1 time.Time) {
 			t.syncing = false
@@ -420,7 +419,7 @@ func (e *Engine) resync(t *task) {
 				e.drop(t) // a one-shot task that ran
 				return
 			}
-			e.adopt(t, t.sched, reg.record)
+			e.adopt(t, t.tl.s, reg.record)
 		})
 	})
 }

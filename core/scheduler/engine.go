@@ -61,13 +61,15 @@ type Engine struct {
 	unsub     func()
 
 	mu      sync.Mutex
-	inbox   []func()
+	inbox   []message
 	stopped bool // the loop is gone: posts are dropped
 	refuse  bool // Close began: new registrations and controls fail
 
 	// names mirrors the loop's task table for the API's routing decisions
-	// (is a name a local task, a distributed one, or unknown here).
-	names sync.Map // name -> bool (distributed)
+	// (is a name a local task, a distributed one, or unknown here). A plain
+	// map: a sync.Map keeps a node or two per entry, i.e. per task.
+	namesMu sync.RWMutex
+	names   map[string]bool // name -> distributed
 
 	wake     chan struct{}
 	quit     chan struct{}
@@ -77,10 +79,14 @@ type Engine struct {
 
 	// Owned by the loop goroutine.
 	tasks       map[string]*task
-	heap        timerHeap // local-time items
-	sheap       timerHeap // Store-time items
+	opts        map[resolved]*resolved // interned task options (intern)
+	solo        map[string][]string    // the Owners of a task with one owner, by owner (listOwners)
+	free        []*run                 // ended local runs, for reuse (newRun)
+	heap        timerHeap              // local-time items
+	sheap       timerHeap              // Store-time items
 	timer       Timer
-	timerAt     int64
+	timerAt     int64            // when timer fires (local ns); 0 when it is not armed
+	wakeFn      func()           // e.signal, made once: a method value allocates
 	storeClock  func() time.Time // the Store's clock if it is in reach, else nil
 	offset      int64            // Store clock minus local clock, ns (estimated)
 	rttSet      bool             // offset came from a timed round trip
@@ -110,7 +116,11 @@ func New(cfg Config) (*Engine, error) {
 		quit:      make(chan struct{}),
 		loopDone:  make(chan struct{}),
 		tasks:     make(map[string]*task),
+		names:     make(map[string]bool),
+		opts:      make(map[resolved]*resolved),
+		solo:      make(map[string][]string),
 	}
+	e.wakeFn = e.signal
 	if e.clock == nil {
 		e.clock = realClock{}
 	}
@@ -163,6 +173,27 @@ func (e *Engine) DefaultOptions() Options { return e.defaults }
 
 // Instance returns the engine's owner-id prefix (unique per engine).
 func (e *Engine) Instance() string { return e.instance }
+
+// lookupName reports whether name is registered here and whether it is
+// distributed.
+func (e *Engine) lookupName(name string) (dist, ok bool) {
+	e.namesMu.RLock()
+	defer e.namesMu.RUnlock()
+	dist, ok = e.names[name]
+	return dist, ok
+}
+
+func (e *Engine) setName(name string, dist bool) {
+	e.namesMu.Lock()
+	e.names[name] = dist
+	e.namesMu.Unlock()
+}
+
+func (e *Engine) deleteName(name string) {
+	e.namesMu.Lock()
+	delete(e.names, name)
+	e.namesMu.Unlock()
+}
 
 func (e *Engine) refusing() bool {
 	e.mu.Lock()
@@ -260,7 +291,7 @@ func (e *Engine) Get(name string) *store.Op[Info] {
 	if err := checkName(name); err != nil {
 		return store.Failed[Info](err)
 	}
-	if dist, ok := e.names.Load(name); ok && !dist.(bool) {
+	if dist, ok := e.lookupName(name); ok && !dist {
 		return store.Local(func() (Info, error) { return e.localInfo(name) })
 	}
 	return thenOp(e.st.get(name), func(f found, err error) (Info, error) {
@@ -342,12 +373,13 @@ func remoteInfo(r record) Info {
 // round trip). Errors: ErrClosed, the Store's error.
 func (e *Engine) List() *store.Op[[]Info] {
 	var dist []string
-	e.names.Range(func(k, v any) bool {
-		if v.(bool) {
-			dist = append(dist, k.(string))
+	e.namesMu.RLock()
+	for name, d := range e.names {
+		if d {
+			dist = append(dist, name)
 		}
-		return true
-	})
+	}
+	e.namesMu.RUnlock()
 	steps := make([]step[found], len(dist))
 	for i, n := range dist {
 		steps[i] = e.st.get(n)
@@ -395,7 +427,7 @@ func (e *Engine) control(name string, op controlOp) *store.Op[struct{}] {
 	if e.refusing() {
 		return store.Failed[struct{}](ErrClosed)
 	}
-	if dist, ok := e.names.Load(name); ok && !dist.(bool) {
+	if dist, ok := e.lookupName(name); ok && !dist {
 		return store.Local(func() (struct{}, error) {
 			found := false
 			if err := e.call(func() { found = e.applyControl(controlMsg{Op: op, Name: name}, true) }); err != nil {

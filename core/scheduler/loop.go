@@ -11,15 +11,39 @@ import (
 // — the Clock timer, done callbacks, Store replies, control messages, API
 // calls — posts a function to the inbox and the loop runs it.
 
+// message is one entry of the inbox: a function, or the end of an
+// attempt (fn nil), which every firing posts and which needs no closure
+// this way.
+type message struct {
+	fn  func()
+	r   *run
+	gen uint64
+	err error
+}
+
+// handle runs m on the loop.
+func (m *message) handle(e *Engine) {
+	if m.fn != nil {
+		m.fn()
+		return
+	}
+	e.attemptDone(m.r, m.gen, m.err)
+}
+
 // post queues fn for the loop; it never blocks. It returns false once the
 // engine has stopped (fn is dropped).
-func (e *Engine) post(fn func()) bool {
+func (e *Engine) post(fn func()) bool { return e.send(message{fn: fn}) }
+
+// postDone queues the end of attempt gen of r.
+func (e *Engine) postDone(r *run, gen uint64, err error) { e.send(message{r: r, gen: gen, err: err}) }
+
+func (e *Engine) send(m message) bool {
 	e.mu.Lock()
 	if e.stopped {
 		e.mu.Unlock()
 		return false
 	}
-	e.inbox = append(e.inbox, fn)
+	e.inbox = append(e.inbox, m)
 	e.mu.Unlock()
 	e.signal()
 	return true
@@ -55,7 +79,7 @@ func (e *Engine) call(fn func()) error {
 
 func (e *Engine) loop() {
 	defer close(e.loopDone)
-	var msgs []func()
+	var msgs []message
 	for {
 		select {
 		case <-e.wake:
@@ -65,9 +89,9 @@ func (e *Engine) loop() {
 		e.mu.Lock()
 		msgs, e.inbox = e.inbox, msgs[:0]
 		e.mu.Unlock()
-		for i, fn := range msgs {
-			fn()
-			msgs[i] = nil
+		for i := range msgs {
+			msgs[i].handle(e)
+			msgs[i] = message{}
 		}
 		e.runDue()
 		e.flushIO()
@@ -118,26 +142,37 @@ func (e *Engine) runDue() {
 // within a second.
 const maxSleep = time.Second
 
+// resetter is a Timer that can be re-armed (the system clock's
+// *time.Timer): the loop re-arms one timer instead of allocating one per
+// wake-up, which at thousands of firings a second is garbage.
+type resetter interface {
+	Reset(d time.Duration) bool
+}
+
 // arm sets the Clock timer for the earliest item.
 func (e *Engine) arm() {
 	h, at := e.next()
 	now := e.nowNs()
 	if h == nil {
-		if e.timer != nil {
+		if e.timerAt != 0 {
 			e.timer.Stop()
-			e.timer, e.timerAt = nil, 0
+			e.timerAt = 0
 		}
 		return
 	}
 	at = min(at, now+int64(maxSleep))
-	if e.timer != nil && e.timerAt <= at && e.timerAt > now {
+	if e.timerAt > now && e.timerAt <= at {
 		return // an earlier (or equal) wake is already armed
+	}
+	e.timerAt = at
+	if r, ok := e.timer.(resetter); ok {
+		r.Reset(time.Duration(at - now))
+		return
 	}
 	if e.timer != nil {
 		e.timer.Stop()
 	}
-	e.timerAt = at
-	e.timer = e.clock.AfterFunc(time.Duration(at-now), e.signal)
+	e.timer = e.clock.AfterFunc(time.Duration(at-now), e.wakeFn)
 }
 
 // schedule puts it on the local heap at local time at (Unix ns).

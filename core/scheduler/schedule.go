@@ -10,7 +10,8 @@ import (
 )
 
 // Schedule says when a task fires. Build one with Parse, Cron, Every, After
-// or At; the zero Schedule is invalid.
+// or At; the zero Schedule is invalid. Its text and spec share one string
+// where they can (a task keeps its Schedule: one object less per task).
 type Schedule struct {
 	kind Kind
 	// text is what Info.Schedule shows.
@@ -76,7 +77,8 @@ func Cron(expr string) (Schedule, error) {
 	if !ok {
 		return bad("not a calendar schedule")
 	}
-	s := Schedule{kind: KindCron, text: e, spec: "cron:" + e, cron: spec}
+	full := "cron:" + e
+	s := Schedule{kind: KindCron, text: full[len("cron:"):], spec: full, cron: spec}
 	if !s.fires() {
 		return bad("never fires (no such date)")
 	}
@@ -104,7 +106,8 @@ func Every(d time.Duration) (Schedule, error) {
 	if d <= 0 || ms < 1 || d%time.Millisecond != 0 {
 		return Schedule{}, fmt.Errorf("%w: interval %v: must be a positive whole number of milliseconds", ErrInvalid, d)
 	}
-	return Schedule{kind: KindInterval, text: strconv.FormatInt(ms, 10), spec: "every:" + strconv.FormatInt(ms, 10), every: ms}, nil
+	spec := "every:" + strconv.FormatInt(ms, 10)
+	return Schedule{kind: KindInterval, text: spec[len("every:"):], spec: spec, every: ms}, nil
 }
 
 // After returns a one-shot schedule that fires once, delay after it is
@@ -116,7 +119,8 @@ func After(delay time.Duration) (Schedule, error) {
 		return Schedule{}, fmt.Errorf("%w: delay %v: must be a whole number of milliseconds >= 0", ErrInvalid, delay)
 	}
 	ms := delay.Milliseconds()
-	return Schedule{kind: KindOnce, text: strconv.FormatInt(ms, 10), spec: "after:" + strconv.FormatInt(ms, 10), after: ms}, nil
+	spec := "after:" + strconv.FormatInt(ms, 10)
+	return Schedule{kind: KindOnce, text: spec[len("after:"):], spec: spec, after: ms}, nil
 }
 
 // At returns a one-shot schedule that fires once at t (whole milliseconds).
@@ -128,7 +132,9 @@ func At(t time.Time) Schedule {
 	if ms%1000 != 0 {
 		text = "at:" + strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64)
 	}
-	return Schedule{kind: KindOnce, text: text, spec: "at:" + strconv.FormatInt(ms, 10), at: ms, abs: true}
+	both := "at:" + strconv.FormatInt(ms, 10) + text
+	n := len(both) - len(text)
+	return Schedule{kind: KindOnce, text: both[n:], spec: both[:n], at: ms, abs: true}
 }
 
 // Parse reads a schedule expression in the formats of seed 001, or a bare

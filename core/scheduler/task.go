@@ -5,31 +5,38 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 )
 
-// task is a registered task; owned by the loop.
+// task is a registered task; owned by the loop. It is what every
+// registered task keeps on the heap (100 000 of them are common), so parts
+// most tasks share or never use are not in it: options are interned
+// (Engine.intern), the state of a distributed task is allocated for those
+// only, and the first runner is stored inline.
 type task struct {
 	name    string
-	sched   Schedule
-	opts    resolved
-	tl      timeline
-	dist    bool
+	opts    *resolved // shared by the tasks with the same options: never change it in place
+	tl      timeline  // the schedule (tl.s) resolved for the task's zone and anchor
 	runners []runner
-	owners  []string // the runners' owners; replaced, never changed in place (events share it)
-	rr      int      // next runner, round robin
+	owners  []string  // the runners' owners; replaced, never changed in place (events share it)
+	rr      int       // next runner, round robin
+	one     [1]runner // runners' storage while there is one (the common case)
 
+	dist    bool // (the flags side by side: the struct fits a smaller size class)
 	paused  bool
 	removed bool
 	fire    item // the next firing (distributed: its claim)
-	probe   item // a check on another process's run of a firing
-	sync    item // a retry of resync
 	next    int64
 	running int
 	stats   counters
 
-	// Distributed only.
+	*distState // distributed tasks only; nil for a local one
+}
+
+// distState is what only a distributed task needs.
+type distState struct {
+	probe      item  // a check on another process's run of a firing
+	sync       item  // a retry of resync
 	cursor     int64 // the Store's cursor as last seen
 	claiming   bool  // a claim is in flight
 	claimFails int   // consecutive claims the Store did not answer
@@ -78,9 +85,9 @@ func (t *task) cache(r record) {
 }
 
 func (t *task) info() Info {
-	info := Info{Name: t.name, Kind: t.sched.kind, Schedule: t.sched.text, Distributed: t.dist,
+	info := Info{Name: t.name, Kind: t.tl.s.kind, Schedule: t.tl.s.text, Distributed: t.dist,
 		Running: t.running, Registered: true, Status: StatusActive}
-	if t.sched.kind == KindCron {
+	if t.tl.s.kind == KindCron {
 		info.Timezone = t.opts.loc.String()
 	}
 	if t.paused {
@@ -116,8 +123,8 @@ func (e *Engine) install(tk Task, opts resolved, reg *registered) (Info, error) 
 			Distributed: true, RunCount: reg.RunCount, LastRun: msTime(reg.LastRun)}, nil
 	}
 	t := e.tasks[tk.Name]
-	if t != nil && t.sched.kind != tk.Schedule.kind {
-		return Info{}, fmt.Errorf("%w: task %q is a %s task, not %s", ErrKindConflict, tk.Name, t.sched.kind, tk.Schedule.kind)
+	if t != nil && t.tl.s.kind != tk.Schedule.kind {
+		return Info{}, fmt.Errorf("%w: task %q is a %s task, not %s", ErrKindConflict, tk.Name, t.tl.s.kind, tk.Schedule.kind)
 	}
 	var keep []runner
 	if t != nil && t.dist != dist {
@@ -137,22 +144,27 @@ func (e *Engine) install(tk Task, opts resolved, reg *registered) (Info, error) 
 	if t == nil {
 		t = &task{name: tk.Name, dist: dist}
 		t.fire = item{kind: itemFire, task: t, idx: -1}
-		t.probe = item{kind: itemProbe, task: t, idx: -1}
-		t.sync = item{kind: itemResync, task: t, idx: -1}
-		t.runners = keep
-		t.listOwners()
+		if dist {
+			t.distState = &distState{}
+			t.probe = item{kind: itemProbe, task: t, idx: -1}
+			t.sync = item{kind: itemResync, task: t, idx: -1}
+		}
+		t.runners = t.one[:0]
+		if keep != nil {
+			t.runners = keep
+		}
+		e.listOwners(t)
 		e.tasks[tk.Name] = t
-		e.names.Store(tk.Name, dist)
+		e.setName(tk.Name, dist)
 	}
-	same := t.tl.s.kind != "" && t.sched.spec == sched.spec && t.opts.loc.String() == opts.loc.String()
-	t.opts = opts
-	t.addRunner(runner{owner: tk.Owner, run: tk.Run, gone: tk.Gone})
+	same := t.tl.s.kind != "" && t.tl.s.spec == sched.spec && t.opts.loc.String() == opts.loc.String()
+	t.opts = e.intern(opts)
+	e.addRunner(t, runner{owner: tk.Owner, run: tk.Run, gone: tk.Gone})
 	if !dist {
 		if same {
 			return t.info(), nil // same schedule: nothing moves
 		}
 		now := e.nowNs() / int64(time.Millisecond)
-		t.sched = sched
 		t.tl = sched.timeline(opts.loc, now)
 		after := now
 		if sched.kind == KindOnce {
@@ -168,8 +180,8 @@ func (e *Engine) install(tk Task, opts resolved, reg *registered) (Info, error) 
 	return t.info(), nil
 }
 
-// addRunner adds r, replacing the same owner's earlier one.
-func (t *task) addRunner(r runner) {
+// addRunner adds r to t, replacing the same owner's earlier one.
+func (e *Engine) addRunner(t *task, r runner) {
 	for i := range t.runners {
 		if t.runners[i].owner == r.owner {
 			t.runners[i] = r
@@ -177,16 +189,49 @@ func (t *task) addRunner(r runner) {
 		}
 	}
 	t.runners = append(t.runners, r)
-	t.listOwners()
+	e.listOwners(t)
 }
 
-// listOwners takes a new snapshot of the runners' owners.
-func (t *task) listOwners() {
-	t.owners = make([]string, len(t.runners))
-	for i, r := range t.runners {
-		t.owners[i] = r.owner
+// listOwners takes a new snapshot of t's runners' owners. The snapshot of
+// a single owner is shared by all its tasks (Event.Owners is read-only):
+// one slice per owner, not one per task.
+func (e *Engine) listOwners(t *task) {
+	switch len(t.runners) {
+	case 0:
+		t.owners = nil
+	case 1:
+		o := t.runners[0].owner
+		solo, ok := e.solo[o]
+		if !ok {
+			solo = []string{o}
+			e.solo[o] = solo
+		}
+		t.owners = solo
+	default:
+		t.owners = make([]string, len(t.runners))
+		for i, r := range t.runners {
+			t.owners[i] = r.owner
+		}
 	}
 }
+
+// intern returns the shared copy of o: tasks registered with the same
+// options (nearly all of them, usually) point at one. Past maxInterned
+// distinct options a task gets its own copy, so odd callers cannot grow
+// the table without bound.
+func (e *Engine) intern(o resolved) *resolved {
+	if p, ok := e.opts[o]; ok {
+		return p
+	}
+	p := &o
+	if len(e.opts) < maxInterned {
+		e.opts[o] = p
+	}
+	return p
+}
+
+// maxInterned bounds Engine.opts.
+const maxInterned = 1024
 
 // pick returns the runner of the next firing (round robin).
 func (t *task) pick() RunFunc {
@@ -204,7 +249,7 @@ func (e *Engine) planLocal(t *task, after int64) {
 	}
 	n := t.tl.next(after)
 	if n == 0 {
-		if t.sched.kind == KindOnce && t.running == 0 {
+		if t.tl.s.kind == KindOnce && t.running == 0 {
 			e.drop(t)
 		}
 		return
@@ -267,15 +312,13 @@ func (e *Engine) fireLocal(t *task, fire, nowMs int64) {
 
 // startFiring starts a firing of t unless Overlap skips it. base carries
 // the firing's flags (Late, Local, Recovered, Manual).
-func (e *Engine) startFiring(t *task, fire int64, base Firing) *run {
+func (e *Engine) startFiring(t *task, fire int64, base Firing) {
 	if t.running > 0 && t.opts.Overlap == OverlapSkip && !t.dist && !base.Manual {
 		t.stats.skipped++
 		e.emit(t, Event{Kind: EventSkipped, Firing: Firing{Task: t.name, Scheduled: time.UnixMilli(fire)}})
-		return nil
+		return
 	}
-	r := e.newRun(t, fire, base)
-	e.startAttempt(r)
-	return r
+	e.startAttempt(e.newRun(t, fire, base))
 }
 
 // run is one firing in progress in this process: its attempts, its
@@ -285,7 +328,8 @@ type run struct {
 	fire        int64
 	base        Firing // flags
 	attempt     int
-	gen         uint64 // attempt generation: a stale done is ignored
+	gen         uint64 // attempt generation: a stale done is ignored; it keeps counting when the run is reused
+	settled     uint64 // the latest generation whose done was handled: a second call of a done is ignored
 	owner       string // the claim's owner id (distributed)
 	first       int64  // start of the first attempt: local ns
 	started     int64  // start of the current attempt: local ns
@@ -299,9 +343,21 @@ type run struct {
 	hb          item // itemHeartbeat
 }
 
+// maxFree bounds the ended runs kept for reuse.
+const maxFree = 1024
+
 func (e *Engine) newRun(t *task, fire int64, base Firing) *run {
 	base.Task, base.Scheduled = t.name, time.UnixMilli(fire)
-	r := &run{task: t, fire: fire, base: base}
+	var r *run
+	if n := len(e.free); n > 0 {
+		r = e.free[n-1]
+		e.free[n-1] = nil
+		e.free = e.free[:n-1]
+		*r = run{gen: r.gen}
+	} else {
+		r = &run{}
+	}
+	r.task, r.fire, r.base = t, fire, base
 	r.wait = item{kind: itemStart, task: t, run: r, idx: -1}
 	r.hb = item{kind: itemHeartbeat, task: t, run: r, idx: -1}
 	t.running++
@@ -333,14 +389,7 @@ func (e *Engine) startAttempt(r *run) {
 	f.Attempt = r.attempt
 	e.emit(t, Event{Kind: EventBefore, Firing: f})
 	gen := r.gen
-	var once atomic.Bool
-	done := func(err error) {
-		if once.Swap(true) {
-			return
-		}
-		e.post(func() { e.attemptDone(r, gen, err) })
-	}
-	e.callRun(t.pick(), f, done)
+	e.callRun(t.pick(), f, func(err error) { e.postDone(r, gen, err) })
 }
 
 // firingNowMs is now on the clock t's fire times are on: the Store's (as
@@ -362,11 +411,12 @@ func (e *Engine) callRun(fn RunFunc, f Firing, done func(error)) {
 	fn(f, done)
 }
 
-// attemptDone handles the end of an attempt.
+// attemptDone handles the end of an attempt: the first call of its done.
 func (e *Engine) attemptDone(r *run, gen uint64, err error) {
-	if gen != r.gen || r.ended {
+	if gen != r.gen || gen == r.settled || r.ended {
 		return
 	}
+	r.settled = gen
 	t := r.task
 	now := e.nowNs()
 	f := r.base
@@ -431,8 +481,15 @@ func (e *Engine) runEnded(r *run) {
 	e.unschedule(&r.wait)
 	t.running--
 	e.runs--
-	if t.sched.kind == KindOnce && !r.base.Manual && !t.removed && t.running == 0 && t.next == 0 {
+	if t.tl.s.kind == KindOnce && !r.base.Manual && !t.removed && t.running == 0 && t.next == 0 {
 		e.drop(t)
+	}
+	// A local run is referenced by nothing once it ended (its items are
+	// off the heaps, a late done carries an older gen), so it is reused:
+	// one allocation less per firing. A distributed one may still have
+	// Store replies on the way.
+	if !t.dist && len(e.free) < maxFree {
+		e.free = append(e.free, r)
 	}
 }
 
@@ -454,13 +511,15 @@ func (e *Engine) drop(t *task) {
 func (e *Engine) discard(t *task) {
 	if e.tasks[t.name] == t {
 		delete(e.tasks, t.name)
-		e.names.Delete(t.name)
+		e.deleteName(t.name)
 	}
 	t.removed = true
 	t.next = 0
 	e.unschedule(&t.fire)
-	e.unschedule(&t.probe)
-	e.unschedule(&t.sync)
+	if t.dist {
+		e.unschedule(&t.probe)
+		e.unschedule(&t.sync)
+	}
 }
 
 // trigger starts a manual run of a task registered here.
@@ -475,11 +534,12 @@ func (e *Engine) trigger(name string) bool {
 
 // detach drops owner's runners.
 func (e *Engine) detach(owner string) {
+	delete(e.solo, owner) // tasks keep the snapshot they hold
 	for _, t := range e.tasks {
 		n := len(t.runners)
 		t.runners = slices.DeleteFunc(t.runners, func(r runner) bool { return r.owner == owner })
 		if len(t.runners) != n {
-			t.listOwners()
+			e.listOwners(t)
 		}
 		if len(t.runners) == 0 {
 			e.drop(t)
@@ -522,7 +582,9 @@ func (e *Engine) beginClose(idle chan struct{}) {
 	e.closing = true
 	for _, t := range e.tasks {
 		e.unschedule(&t.fire)
-		e.unschedule(&t.probe)
+		if t.dist {
+			e.unschedule(&t.probe)
+		}
 		t.next = 0
 	}
 	// Pending retries are given up now; their firings count as failed.

@@ -29,6 +29,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
+	"runtime/trace"
 	"sort"
 	"strings"
 	"sync"
@@ -48,7 +50,16 @@ var (
 	flagActive   = flag.Int("active", 1000, "tasks that fire (the rest of the registered tasks wait an hour)")
 	flagRegister = flag.Int("register", 100000, "tasks of the registration case")
 	flagQuick    = flag.Bool("quick", false, "only the first case of each table (a smoke run)")
+	// One lateness case alone, for before/after comparisons in interleaved
+	// runs: -registered 100000 -rate 10000 -load none.
+	flagRegistered = flag.Int("registered", 0, "run only the memory lateness case with this many registered tasks (see -rate, -load)")
+	flagRate       = flag.Int("rate", 10000, "firings/s of the -registered case")
+	flagLoad       = flag.String("load", "none", `parallel load of the -registered case: "none", "busy" (a busy goroutine) or "spin" (spinning processes)`)
+	flagTrace      = flag.String("trace", "", "write a runtime/trace of the -registered case's window to this file (see what delays the late firings)")
 )
+
+// loadNames are the parallel loads, by their -load names.
+var loadNames = map[string]string{"none": "none", "busy": "busy goroutine", "spin": "spinning processes"}
 
 func main() {
 	flag.Parse()
@@ -60,6 +71,10 @@ func main() {
 	fmt.Printf("- lateness: %d firing tasks, window %v per case after one period of warm-up; start read in Lua (µs clock), minus the scheduled time\n\n",
 		*flagActive, *flagDuration)
 
+	if *flagRegistered > 0 {
+		one(log)
+		return
+	}
 	fmt.Printf("## Trigger lateness, memory backend (local tasks)\n\n")
 	fmt.Printf("| registered | firings/s | parallel load | samples | P50 ms | P99 ms | max ms |\n|---|---|---|---|---|---|---|\n")
 	loads := []string{"none", "busy goroutine", "spinning processes"}
@@ -130,9 +145,24 @@ func main() {
 	}
 }
 
+// one runs the -registered case alone and adds what the GC did in its
+// window (the cause of the tail at 100 000 registered tasks).
+func one(log *slog.Logger) {
+	ld, ok := loadNames[*flagLoad]
+	if !ok || *flagRate <= 0 {
+		fatalf("-load %q -rate %d: want -load none, busy or spin and -rate > 0", *flagLoad, *flagRate)
+	}
+	r := lateness(log, config.Default(), *flagRegistered, *flagRate, false, ld)
+	fmt.Printf("| registered | firings/s | parallel load | samples | P50 ms | P99 ms | max ms | GCs in window | heap MB at start |\n|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| %d | %d | %s | %d | %.3f | %.3f | %.3f | %d | %.1f |\n", *flagRegistered, *flagRate, ld, r.n, r.p50, r.p99, r.max,
+		r.gcs, float64(r.heap)/(1<<20))
+}
+
 type result struct {
 	n             int
 	p50, p99, max float64 // ms
+	gcs           uint32  // GC cycles that ended in the window
+	heap          uint64  // live heap at the window's start (bytes, as of the latest GC)
 }
 
 // lateness runs one case in a fresh Module and returns the lateness
@@ -207,11 +237,30 @@ func lateness(log *slog.Logger, cfg config.Config, registered, rate int, dist bo
 	start := time.Now().Add(time.Duration(period)*time.Millisecond + 200*time.Millisecond)
 	from.Store(start.UnixMicro())
 	to.Store(start.Add(*flagDuration).UnixMicro())
+	time.Sleep(time.Until(start))
+	if *flagTrace != "" {
+		f, err := os.Create(*flagTrace)
+		if err != nil {
+			fatalf("-trace: %v", err)
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			fatalf("-trace: %v", err)
+		}
+		defer trace.Stop()
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
 	time.Sleep(time.Until(start.Add(*flagDuration + 100*time.Millisecond)))
+	runtime.ReadMemStats(&m1)
 	stopLoad()
 	mu.Lock()
 	defer mu.Unlock()
-	return summarize(samples)
+	r := summarize(samples)
+	r.gcs, r.heap = m1.NumGC-m0.NumGC, live[0].Value.Uint64()
+	return r
 }
 
 func summarize(xs []float64) result {
