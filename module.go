@@ -459,7 +459,7 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 
 // StateOptions are the lua.Options recommended for a Lua state given to
 // NewRuntime: lua.NewState(shieldglobal.StateOptions()). With them tasks may
-// recurse 10 000 levels deep (lua.NewState()'s default allows 256); either
+// recurse 2 000 levels deep (lua.NewState()'s default allows 256); either
 // way every task thread starts small (see docs/embedding.md).
 func StateOptions() lua.Options { return bindings.StateOptions() }
 

@@ -214,8 +214,8 @@ func TestDeepRecursionInTasks(t *testing.T) {
 	rt := newTestRuntime(t, nil)
 	mustRun(t, rt, `
 		local function depth(n) if n == 0 then return 0 end return 1 + depth(n - 1) end
-		assert(depth(10000) == 10000)
-		shield.spawn(function() assert(depth(10000) == 10000); deep_spawned = true end)
+		assert(depth(2000) == 2000)
+		shield.spawn(function() assert(depth(2000) == 2000); deep_spawned = true end)
 		while not deep_spawned do shield.sleep(1) end`)
 }
 
@@ -282,7 +282,10 @@ func TestParkedTasksAreSmall(t *testing.T) {
 			mustRun(t, rt, `shield.sleep(1)`)
 			before := heapInUse()
 			const n = 2000
-			mustRun(t, rt, `for i = 1, 2000 do shield.spawn(function() shield.sleep(600000) end) end shield.sleep(1)`)
+			mustRun(t, rt, spawnParked(n))
+			if live := rt.Tasks(); live < n {
+				t.Fatalf("%d tasks alive, want %d parked", live, n)
+			}
 			if per := (int64(heapInUse()) - int64(before)) / n; per > 16<<10 {
 				t.Fatalf("%d bytes of Go heap per parked task", per)
 			}

@@ -1,10 +1,9 @@
 package bindings
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
-
-	lua "github.com/yuin/gopher-lua"
 )
 
 // BenchmarkSpawnParked spawns b.N tasks that park in shield.sleep and
@@ -15,13 +14,22 @@ func BenchmarkSpawnParked(b *testing.B) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_ = rt.Do(func(L *lua.LState) error { L.SetGlobal("N", lua.LNumber(b.N)); return nil })
 	b.ResetTimer()
-	if err := rt.RunString(`for i = 1, N do shield.spawn(function() shield.sleep(600000) end) end shield.sleep(1)`, "spawn.lua"); err != nil {
+	if err := rt.RunString(spawnParked(b.N), "spawn.lua"); err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N)/1024, "KB/task")
+}
+
+// spawnParked is a script that spawns n tasks parked in shield.sleep and
+// returns once every one of them has started: spawned tasks start on a
+// later loop turn, and a script that only slept 1 ms could end before them
+// (and a measurement stop early).
+func spawnParked(n int) string {
+	return fmt.Sprintf(`local started = 0
+		for i = 1, %d do shield.spawn(function() started = started + 1; shield.sleep(600000) end) end
+		while started < %d do shield.sleep(0) end`, n, n)
 }
