@@ -292,3 +292,26 @@ func TestParkedTasksAreSmall(t *testing.T) {
 		})
 	}
 }
+
+// A pooled thread's loop counts one tail call per task it ran; tracebacks
+// must not walk those levels (3 000 tasks made 3 000 levels).
+func TestTracebackOfReusedThreadStaysShort(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	_ = rt.Do(func(L *lua.LState) error {
+		L.SetGlobal("frames", L.NewFunction(func(L *lua.LState) int {
+			L.Push(lua.LNumber(len(stackFrames(L))))
+			return 1
+		}))
+		return nil
+	})
+	mustRun(t, rt, `
+		for i = 1, 3000 do
+			local done = false
+			shield.spawn(function() done = true end)
+			while not done do shield.sleep(0) end
+		end
+		local n
+		shield.spawn(function() n = frames() end)
+		while not n do shield.sleep(0) end
+		assert(n < 10, n .. " frames")`)
+}

@@ -11,17 +11,7 @@ import (
 // traceback renders L's Lua stack like debug.traceback, leaving out the
 // runtime's own frames.
 func traceback(L *lua.LState) string {
-	var frames []*lua.Debug
-	for level := 0; ; level++ {
-		dbg, ok := L.GetStack(level)
-		if !ok {
-			break
-		}
-		if _, err := L.GetInfo("Sln", dbg, lua.LNil); err != nil {
-			break
-		}
-		frames = append(frames, dbg)
-	}
+	frames := stackFrames(L)
 	var b strings.Builder
 	b.WriteString("stack traceback:")
 	for i, dbg := range frames {
@@ -51,6 +41,40 @@ func traceback(L *lua.LState) string {
 		}
 	}
 	return b.String()
+}
+
+// maxTraceLevels bounds the levels a traceback shows (a runaway recursion
+// stops at CallStackSize frames; its first levels say where).
+const maxTraceLevels = 200
+
+// stackFrames returns L's stack, innermost first, up to maxTraceLevels.
+//
+// gopher-lua counts every tail call its frames made as a level of their own,
+// and a pooled task thread's body (the prelude's loop) tail-calls itself
+// once per task it has run: past the real frames, GetStack answers each of
+// those levels with the bottom frame again. A thread that had run 200 000
+// tasks made one failing task's traceback walk 200 000 levels. The walk
+// stops at the first runtime frame that repeats the one before it.
+func stackFrames(L *lua.LState) []*lua.Debug {
+	var frames []*lua.Debug
+	for level := 0; level < maxTraceLevels; level++ {
+		dbg, ok := L.GetStack(level)
+		if !ok {
+			break
+		}
+		if _, err := L.GetInfo("Sln", dbg, lua.LNil); err != nil {
+			break
+		}
+		if n := len(frames); n > 0 && isRuntimeSource(dbg.Source) && sameFrame(frames[n-1], dbg) {
+			break
+		}
+		frames = append(frames, dbg)
+	}
+	return frames
+}
+
+func sameFrame(a, b *lua.Debug) bool {
+	return a.Source == b.Source && a.CurrentLine == b.CurrentLine && a.LineDefined == b.LineDefined && a.What == b.What
 }
 
 // describeTable renders a table's fields for an error message, one level
