@@ -22,4 +22,4 @@ type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
 
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+func (realClock) AfterFunc(d time.Duration, f func()) Timer { return sysAfterFunc(d, f) }

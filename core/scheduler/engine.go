@@ -535,6 +535,9 @@ func (e *Engine) stop() {
 	<-e.loopDone
 	if e.timer != nil {
 		e.timer.Stop()
+		if c, ok := e.timer.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
 	}
 	close(e.batches)
 	e.workers.Wait()
