@@ -356,7 +356,11 @@ func TestSlidingWindowExactAcrossProcesses(t *testing.T) {
 func TestLimitersWhenRedisStopsMidRun(t *testing.T) {
 	srv := testredis.StartServer(t)
 	const rateLimit, burst = 200.0, 50.0
-	const interval, d, down, up = 500 * time.Millisecond, 8 * time.Second, 2500 * time.Millisecond, 5 * time.Second
+	// Redis is down for 4 s: a sliding-window call that fails takes go-redis's
+	// retries (about 2 s, longer on a loaded machine), and the test needs
+	// some sent and answered inside the outage (2.5 s was too short under
+	// make test's load: one process had none).
+	const interval, d, down, up = 500 * time.Millisecond, 10 * time.Second, 2500 * time.Millisecond, 6500 * time.Millisecond
 	cfg := limiterConfig(t, srv.URL(), int(interval.Milliseconds()))
 	p := params("api", "rate", rateLimit, "burst", burst, "demand", 1000, "window", 1000, "max_requests", 1000000,
 		"sw_tasks", 4, "sw_every", 20, "duration", d.Milliseconds(), "procs", 2, "delay", 750)
