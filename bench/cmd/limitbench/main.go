@@ -21,15 +21,13 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
+	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,27 +63,27 @@ func main() {
 	ctx := context.Background()
 	opt, err := redis.ParseURL(*flagRedis)
 	if err != nil || *flagRedis == "" {
-		fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
+		benchutil.Fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
 	}
 	if !strings.HasPrefix(opt.Addr, "127.0.0.1:") && !strings.HasPrefix(opt.Addr, "localhost:") {
-		fatalf("-redis %s: loopback only", opt.Addr)
+		benchutil.Fatalf("-redis %s: loopback only", opt.Addr)
 	}
 	rc := redis.NewClient(opt)
 	defer rc.Close()
 	if err := rc.Ping(ctx).Err(); err != nil {
-		fatalf("Redis at %s: %v", opt.Addr, err)
+		benchutil.Fatalf("Redis at %s: %v", opt.Addr, err)
 	}
-	prefix := "limitbench:" + randHex(6) + ":"
-	defer cleanup(rc, prefix)
+	prefix := "limitbench:" + benchutil.RandHex(6) + ":"
+	defer benchutil.Cleanup(rc, prefix)
 	src, err := os.ReadFile(filepath.Join(*flagScripts, "window_allow.lua"))
 	if err != nil {
-		fatalf("-scripts: %v (run from bench/, or pass -scripts)", err)
+		benchutil.Fatalf("-scripts: %v (run from bench/, or pass -scripts)", err)
 	}
 	windowScript := redis.NewScript(string(src))
 	emptyScript := redis.NewScript("return 1")
 	for _, s := range []*redis.Script{windowScript, emptyScript} {
 		if err := s.Load(ctx, rc).Err(); err != nil {
-			fatalf("SCRIPT LOAD: %v", err)
+			benchutil.Fatalf("SCRIPT LOAD: %v", err)
 		}
 	}
 
@@ -95,12 +93,12 @@ func main() {
 	cfg.Global.Redis.Prefix = prefix
 	mod, err := shieldglobal.New(cfg, shieldglobal.WithLogger(log))
 	if err != nil {
-		fatalf("shieldglobal.New: %v", err)
+		benchutil.Fatalf("shieldglobal.New: %v", err)
 	}
 	defer mod.Close()
 	mem, err := shieldglobal.New(config.Default(), shieldglobal.WithLogger(log))
 	if err != nil {
-		fatalf("shieldglobal.New (memory): %v", err)
+		benchutil.Fatalf("shieldglobal.New (memory): %v", err)
 	}
 	defer mem.Close()
 	rt, memRT := newRuntime(mod), newRuntime(mem)
@@ -108,7 +106,7 @@ func main() {
 	const swOpts = `{ window = 1000, max_requests = 1e12, sliding = true }`
 	for _, r := range []*shieldglobal.Runtime{rt, memRT} {
 		if err := r.RunString(`tb = shield.rate_limiter("tb", `+tbOpts+`); sw = shield.rate_limiter("sw", `+swOpts+`)`, "setup.lua"); err != nil {
-			fatalf("setup: %v", err)
+			benchutil.Fatalf("setup: %v", err)
 		}
 	}
 	// The Go cases use limiter Sets of their own (the Module keeps its
@@ -121,15 +119,15 @@ func main() {
 	defer memSet.Stop()
 	tbRedis, err := goSet.TokenBucket("tb", ratelimit.Options{Rate: never, Burst: never})
 	if err != nil {
-		fatalf("token bucket: %v", err)
+		benchutil.Fatalf("token bucket: %v", err)
 	}
 	tbMem, err := memSet.TokenBucket("tb", ratelimit.Options{Rate: never, Burst: never})
 	if err != nil {
-		fatalf("token bucket: %v", err)
+		benchutil.Fatalf("token bucket: %v", err)
 	}
 	swRedis, err := goSet.SlidingWindow("sw", ratelimit.Options{Window: time.Second, MaxRequests: never})
 	if err != nil {
-		fatalf("sliding window: %v", err)
+		benchutil.Fatalf("sliding window: %v", err)
 	}
 	limiter := redis_rate.NewLimiter(rc)
 	rrLimit := redis_rate.Limit{Rate: 1 << 40, Burst: 1 << 40, Period: time.Second}
@@ -142,7 +140,7 @@ func main() {
 	fmt.Printf("# limitbench: shield.rate_limiter\n\n")
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("- Go %s, %d CPUs, load average at start %s; Redis %s at %s (loopback, sharing the CPUs); redis_rate v10\n",
-		runtime.Version(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), redisVersion(ctx, rc), opt.Addr)
+		runtime.Version(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), benchutil.RedisVersion(ctx, rc), opt.Addr)
 	fmt.Printf("- %d interleaved rounds; Redis cases: %d goroutines / tasks, %v per case per round, 64 keys; ratios per round, median reported\n\n",
 		*flagRounds, n, *flagSlice)
 
@@ -189,11 +187,11 @@ func main() {
 		for i := range a.ns {
 			rs = append(rs, a.ns[i]/b.ns[i])
 		}
-		return median(rs)
+		return benchutil.Median(rs)
 	}
 	fmt.Printf("## Token-bucket decision (no Redis on the call path)\n\n| case | ns/op (median) |\n|---|---|\n")
 	for _, c := range nsCases {
-		fmt.Printf("| %s | %.1f |\n", c.name, median(c.ns))
+		fmt.Printf("| %s | %.1f |\n", c.name, benchutil.Median(c.ns))
 	}
 	fmt.Printf("\n| ratio | median of rounds |\n|---|---|\n")
 	fmt.Printf("| `tb:allow` (memory) ÷ empty Go method | **%.2f×** |\n", nsRatio(allowMem, emptyMethod))
@@ -211,7 +209,7 @@ func main() {
 	redisRate := &tcase{name: fmt.Sprintf("go-redis/redis_rate `Allow`, %d goroutines", n), run: func(d time.Duration) int {
 		return goroutines(n, 1, d, func(w, i int) {
 			if _, err := limiter.Allow(ctx, prefix+"rr:"+keys[(w+i)%64], rrLimit); err != nil {
-				fatalf("redis_rate: %v", err)
+				benchutil.Fatalf("redis_rate: %v", err)
 			}
 		})
 	}}
@@ -224,7 +222,7 @@ func main() {
 	swGo := &tcase{name: fmt.Sprintf("shield sliding window, core `AllowOp(...).Do`, %d goroutines", n), run: func(d time.Duration) int {
 		return goroutines(n, 1, d, func(w, i int) {
 			if _, err := swRedis.AllowOp(keys[(w+i)%64], 1).Do(ctx); err != nil {
-				fatalf("sliding window: %v", err)
+				benchutil.Fatalf("sliding window: %v", err)
 			}
 		})
 	}}
@@ -238,14 +236,14 @@ func main() {
 	swRaw := &tcase{name: fmt.Sprintf("raw `EVALSHA` of window_allow.lua, %d goroutines", n), run: func(d time.Duration) int {
 		return goroutines(n, 1, d, func(w, i int) {
 			if err := windowScript.EvalSha(ctx, rc, []string{rawKeys[(w+i)%64]}, 1000000, int64(never), 1).Err(); err != nil {
-				fatalf("EVALSHA: %v", err)
+				benchutil.Fatalf("EVALSHA: %v", err)
 			}
 		})
 	}}
 	emptyRaw := &tcase{name: fmt.Sprintf("raw `EVALSHA` of `return 1`, %d goroutines", n), run: func(d time.Duration) int {
 		return goroutines(n, 1, d, func(w, i int) {
 			if err := emptyScript.EvalSha(ctx, rc, []string{rawKeys[(w+i)%64]}).Err(); err != nil {
-				fatalf("EVALSHA: %v", err)
+				benchutil.Fatalf("EVALSHA: %v", err)
 			}
 		})
 	}}
@@ -257,7 +255,7 @@ func main() {
 		L.SetGlobal("keys", t)
 		return nil
 	}); err != nil {
-		fatalf("setup: %v", err)
+		benchutil.Fatalf("setup: %v", err)
 	}
 	cases := []*tcase{redisRate, tbGo, tbLua, swGo, swLua, swRaw, emptyRaw}
 	for _, c := range cases { // warm-up
@@ -275,11 +273,11 @@ func main() {
 		for i := range a.rates {
 			rs = append(rs, a.rates[i]/b.rates[i])
 		}
-		return median(rs)
+		return benchutil.Median(rs)
 	}
 	fmt.Printf("## Decisions per second with Redis\n\n| case | decisions/s (median) |\n|---|---|\n")
 	for _, c := range cases {
-		fmt.Printf("| %s | %s |\n", c.name, fmtOps(median(c.rates)))
+		fmt.Printf("| %s | %s |\n", c.name, benchutil.FmtOps(benchutil.Median(c.rates)))
 	}
 	fmt.Printf("\n| ratio (throughput) | median of rounds |\n|---|---|\n")
 	fmt.Printf("| token bucket (Go, %d goroutines) ÷ redis_rate | **%.0f×** |\n", n, ratio(tbGo, redisRate))
@@ -295,7 +293,7 @@ func main() {
 func newRuntime(mod *shieldglobal.Module) *shieldglobal.Runtime {
 	rt, err := mod.NewRuntime(lua.NewState())
 	if err != nil {
-		fatalf("NewRuntime: %v", err)
+		benchutil.Fatalf("NewRuntime: %v", err)
 	}
 	err = rt.Do(func(L *lua.LState) error {
 		L.SetGlobal("empty", L.NewFunction(func(*lua.LState) int { return 0 }))
@@ -310,7 +308,7 @@ func newRuntime(mod *shieldglobal.Module) *shieldglobal.Runtime {
 		return nil
 	})
 	if err != nil {
-		fatalf("setup: %v", err)
+		benchutil.Fatalf("setup: %v", err)
 	}
 	return rt
 }
@@ -319,7 +317,7 @@ func newRuntime(mod *shieldglobal.Module) *shieldglobal.Runtime {
 func luaLoopNs(rt *shieldglobal.Runtime, body string, n int) float64 {
 	start := time.Now()
 	if err := rt.RunString("for i = 1, "+strconv.Itoa(n)+" do "+body+" end", "loop.lua"); err != nil {
-		fatalf("loop: %v", err)
+		benchutil.Fatalf("loop: %v", err)
 	}
 	return float64(time.Since(start).Nanoseconds()) / float64(n)
 }
@@ -352,7 +350,7 @@ func luaTasks(rt *shieldglobal.Runtime, n, batch int, d time.Duration, setup, bo
 		while running > 0 do shield.sleep(5) end
 		result = total`, n, d.Milliseconds(), batch, setup, body)
 	if err := rt.RunString(src, "tasks.lua"); err != nil {
-		fatalf("tasks: %v", err)
+		benchutil.Fatalf("tasks: %v", err)
 	}
 	var total int
 	rt.Do(func(L *lua.LState) error { total = int(lua.LVAsNumber(L.GetGlobal("result"))); return nil })
@@ -380,50 +378,4 @@ func goroutines(n, batch int, d time.Duration, op func(w, i int)) int {
 	}
 	wg.Wait()
 	return int(total.Load())
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
-
-func fmtOps(v float64) string {
-	s := strconv.FormatFloat(v, 'f', 0, 64)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + " " + s[i:]
-	}
-	return s
-}
-
-func redisVersion(ctx context.Context, c *redis.Client) string {
-	info, _ := c.Info(ctx, "server").Result()
-	for _, l := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "redis_version:"); ok {
-			return v
-		}
-	}
-	return "?"
-}
-
-func cleanup(c *redis.Client, prefix string) {
-	ctx := context.Background()
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		c.Del(ctx, iter.Val())
-	}
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "limitbench: "+format+"\n", args...)
-	os.Exit(1)
 }

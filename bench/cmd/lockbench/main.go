@@ -16,11 +16,10 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"log/slog"
 	"math"
 	"net"
@@ -156,26 +155,26 @@ func (c *bcase) latency() time.Duration {
 func main() {
 	flag.Parse()
 	if *flagRedis == "" {
-		fatalf("no Redis: pass -redis redis://127.0.0.1:PORT/0 or set SHIELD_TEST_REDIS_URL (from the repo root, bash scripts/with-redis.sh starts a throwaway one)")
+		benchutil.Fatalf("no Redis: pass -redis redis://127.0.0.1:PORT/0 or set SHIELD_TEST_REDIS_URL (from the repo root, bash scripts/with-redis.sh starts a throwaway one)")
 	}
 	if *flagDuration <= 0 || *flagRounds < 1 || *flagWaiters < 1 || *flagRuntimes < 1 || *flagMaxOps < 1 {
-		fatalf("-duration, -rounds, -waiters, -runtimes and -max-ops must be positive")
+		benchutil.Fatalf("-duration, -rounds, -waiters, -runtimes and -max-ops must be positive")
 	}
 	opt, err := redis.ParseURL(*flagRedis)
 	if err != nil {
-		fatalf("-redis: %v", err)
+		benchutil.Fatalf("-redis: %v", err)
 	}
 	if host, _, _ := net.SplitHostPort(opt.Addr); host != "127.0.0.1" && host != "localhost" && host != "::1" {
-		fatalf("-redis %s: loopback only (127.0.0.1, localhost, ::1)", opt.Addr)
+		benchutil.Fatalf("-redis %s: loopback only (127.0.0.1, localhost, ::1)", opt.Addr)
 	}
 	ctx := context.Background()
 	rc := redis.NewClient(opt) // the Go peers' client: go-redis defaults, like shield's (pool_size 0)
 	defer rc.Close()
 	if err := rc.Ping(ctx).Err(); err != nil {
-		fatalf("Redis at %s does not answer: %v", opt.Addr, err)
+		benchutil.Fatalf("Redis at %s does not answer: %v", opt.Addr, err)
 	}
-	prefix := "lockbench:" + randHex(6) + ":"
-	defer cleanup(rc, prefix)
+	prefix := "lockbench:" + benchutil.RandHex(6) + ":"
+	defer benchutil.Cleanup(rc, prefix)
 	d := *flagDuration
 	slice := d / time.Duration(*flagRounds)
 
@@ -186,7 +185,7 @@ func main() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mod, err := shieldglobal.New(cfg, shieldglobal.WithLogger(logger))
 	if err != nil {
-		fatalf("shieldglobal.New: %v", err)
+		benchutil.Fatalf("shieldglobal.New: %v", err)
 	}
 	defer mod.Close()
 	rts := make([]*shieldglobal.Runtime, *flagRuntimes)
@@ -207,7 +206,7 @@ func main() {
 	for i := 1; i < len(procs); i++ {
 		m, err := shieldglobal.New(cfg, shieldglobal.WithLogger(logger))
 		if err != nil {
-			fatalf("shieldglobal.New: %v", err)
+			benchutil.Fatalf("shieldglobal.New: %v", err)
 		}
 		defer m.Close()
 		procs[i] = newRuntime(m)
@@ -240,7 +239,7 @@ func main() {
 
 	sha, err := rc.ScriptLoad(ctx, "return 1").Result()
 	if err != nil {
-		fatalf("SCRIPT LOAD: %v", err)
+		benchutil.Fatalf("SCRIPT LOAD: %v", err)
 	}
 	cases = append(cases, goCase(sec1, rawName, "", func(i int) error { return rc.EvalSha(ctx, sha, nil).Err() }))
 	cases = append(cases, &bcase{section: sec1, name: floorName, baseline: rawName,
@@ -356,7 +355,7 @@ func main() {
 	fmt.Printf("# lockbench: shield_global locks vs Go peers\n\n")
 	fmt.Printf("- Go %s %s/%s, %d CPUs (GOMAXPROCS %d), load average at start %s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH,
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " "))
-	fmt.Printf("- Redis %s at %s (loopback; the server shares the CPUs with this process)\n", redisVersion(ctx, rc), opt.Addr)
+	fmt.Printf("- Redis %s at %s (loopback; the server shares the CPUs with this process)\n", benchutil.RedisVersion(ctx, rc), opt.Addr)
 	fmt.Printf("- each case: %v in %d interleaved rounds; lock TTL %v everywhere; uncontended keys cycle over %d names; contended: %d waiters on one key, hold 0\n",
 		d, *flagRounds, lockTTL, keySpace, n)
 	fmt.Printf("- ratio = baseline ops/s ÷ row ops/s: the row's cost in units of the baseline's (> 1 = slower)\n\n")
@@ -403,7 +402,7 @@ func goCase(section, name, baseline string, op func(i int) error) *bcase {
 		warm: func() {
 			for j := 0; j < 50; j++ {
 				if err := op(j); err != nil {
-					fatalf("%s: warm-up: %v", name, err)
+					benchutil.Fatalf("%s: warm-up: %v", name, err)
 				}
 			}
 		},
@@ -412,7 +411,7 @@ func goCase(section, name, baseline string, op func(i int) error) *bcase {
 			n := 0
 			for ; n < *flagMaxOps && time.Since(start) < d; n++ {
 				if err := op(i); err != nil {
-					fatalf("%s: op %d: %v", name, i, err)
+					benchutil.Fatalf("%s: op %d: %v", name, i, err)
 				}
 				i++
 			}
@@ -425,7 +424,7 @@ func goCase(section, name, baseline string, op func(i int) error) *bcase {
 func newRuntime(mod *shieldglobal.Module) *shieldglobal.Runtime {
 	rt, err := mod.NewRuntime(lua.NewState())
 	if err != nil {
-		fatalf("NewRuntime: %v", err)
+		benchutil.Fatalf("NewRuntime: %v", err)
 	}
 	err = rt.Do(func(L *lua.LState) error {
 		L.SetGlobal("empty", L.NewFunction(func(*lua.LState) int { return 0 }))
@@ -434,7 +433,7 @@ func newRuntime(mod *shieldglobal.Module) *shieldglobal.Runtime {
 		return nil
 	})
 	if err != nil {
-		fatalf("runtime setup: %v", err)
+		benchutil.Fatalf("runtime setup: %v", err)
 	}
 	return rt
 }
@@ -462,7 +461,7 @@ func luaRun(rt *shieldglobal.Runtime, src string, n, k, first int, limit time.Du
 	chunks := max((n+k-1)/k, 1)
 	deadline := clock() + limit.Seconds()
 	if err := rt.RunString(src, "lockbench.lua", lua.LNumber(chunks), lua.LNumber(k), lua.LNumber(deadline), lua.LNumber(first)); err != nil {
-		fatalf("lua: %v", err)
+		benchutil.Fatalf("lua: %v", err)
 	}
 	var s sample
 	err := rt.Do(func(L *lua.LState) error {
@@ -476,7 +475,7 @@ func luaRun(rt *shieldglobal.Runtime, src string, n, k, first int, limit time.Du
 		return nil
 	})
 	if err != nil {
-		fatalf("lua result: %v", err)
+		benchutil.Fatalf("lua result: %v", err)
 	}
 	return s
 }
@@ -521,7 +520,7 @@ func goParallelCase(section, name, baseline string, n int, op func(w, i int) err
 				i := 0
 				for ; i < *flagMaxOps/n && time.Now().Before(deadline); i++ {
 					if err := op(w, i); err != nil {
-						fatalf("%s: %v", name, err)
+						benchutil.Fatalf("%s: %v", name, err)
 					}
 				}
 				mu.Lock()
@@ -567,7 +566,7 @@ func luaParallelCase(section, name, baseline string, rt *shieldglobal.Runtime, n
 	run := func(d time.Duration) sample {
 		deadline := clock() + d.Seconds()
 		if err := rt.RunString(src, "parallel.lua", lua.LNumber(n), lua.LNumber(deadline), lua.LNumber(*flagMaxOps/n)); err != nil {
-			fatalf("%s: %v", name, err)
+			benchutil.Fatalf("%s: %v", name, err)
 		}
 		var s sample
 		err := rt.Do(func(L *lua.LState) error {
@@ -581,7 +580,7 @@ func luaParallelCase(section, name, baseline string, rt *shieldglobal.Runtime, n
 			return nil
 		})
 		if err != nil {
-			fatalf("%s: result: %v", name, err)
+			benchutil.Fatalf("%s: result: %v", name, err)
 		}
 		return s
 	}
@@ -673,7 +672,7 @@ func luaContendedCase(section, name, baseline string, rts []*shieldglobal.Runtim
 				err := rt.RunString(luaContendedSrc, "contended.lua",
 					lua.LNumber(tasks), lua.LString(key), lua.LNumber(deadline), lua.LNumber(maxOps), lua.LNumber(off))
 				if err != nil {
-					fatalf("%s: %v", name, err)
+					benchutil.Fatalf("%s: %v", name, err)
 				}
 				err = rt.Do(func(L *lua.LState) error {
 					t := L.GetGlobal("RESULT").(*lua.LTable)
@@ -693,7 +692,7 @@ func luaContendedCase(section, name, baseline string, rts []*shieldglobal.Runtim
 					return nil
 				})
 				if err != nil {
-					fatalf("%s: result: %v", name, err)
+					benchutil.Fatalf("%s: result: %v", name, err)
 				}
 			}(off)
 			off += tasks
@@ -748,7 +747,7 @@ func goContendedCase(section, name, baseline string, waiters int, acquire func(c
 						grants.note(w)
 					}
 					if err := release(); err != nil {
-						fatalf("%s: release: %v", name, err)
+						benchutil.Fatalf("%s: release: %v", name, err)
 					}
 				}
 				mu.Lock()
@@ -777,7 +776,7 @@ type cmdStats struct{ c *redis.Client }
 func (s *cmdStats) read(ctx context.Context) cmdDelta {
 	info, err := s.c.Info(ctx, "commandstats").Result()
 	if err != nil {
-		fatalf("INFO commandstats: %v", err)
+		benchutil.Fatalf("INFO commandstats: %v", err)
 	}
 	out := cmdDelta{}
 	for _, line := range strings.Split(info, "\n") {
@@ -975,46 +974,3 @@ func fmtDur(d time.Duration) string {
 }
 
 // ---- misc
-
-func redisVersion(ctx context.Context, c *redis.Client) string {
-	info, err := c.Info(ctx, "server").Result()
-	if err != nil {
-		return "unknown (" + err.Error() + ")"
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			return v
-		}
-	}
-	return "unknown"
-}
-
-// cleanup deletes the keys this run made (SCAN, bounded).
-func cleanup(c *redis.Client, prefix string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var cursor uint64
-	for i := 0; i < 10000; i++ {
-		keys, next, err := c.Scan(ctx, cursor, prefix+"*", 1000).Result()
-		if err != nil {
-			return
-		}
-		if len(keys) > 0 {
-			c.Unlink(ctx, keys...)
-		}
-		if cursor = next; cursor == 0 {
-			return
-		}
-	}
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b) // hex: no glob metacharacters in the prefix
-}
-
-func fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "lockbench: "+format+"\n", args...)
-	os.Exit(1)
-}

@@ -24,10 +24,9 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
+	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -72,20 +71,20 @@ func main() {
 	ctx := context.Background()
 	opt, err := redis.ParseURL(*flagRedis)
 	if err != nil || *flagRedis == "" {
-		fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
+		benchutil.Fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
 	}
 	if !strings.HasPrefix(opt.Addr, "127.0.0.1:") && !strings.HasPrefix(opt.Addr, "localhost:") {
-		fatalf("-redis %s: loopback only", opt.Addr)
+		benchutil.Fatalf("-redis %s: loopback only", opt.Addr)
 	}
 	rc := redis.NewClient(opt)
 	defer rc.Close()
 	if err := rc.Ping(ctx).Err(); err != nil {
-		fatalf("Redis at %s: %v", opt.Addr, err)
+		benchutil.Fatalf("Redis at %s: %v", opt.Addr, err)
 	}
-	run := randHex(6)
+	run := benchutil.RandHex(6)
 	prefix := "queuebench:" + run + ":"
 	asynqQueue := "queuebench_" + run
-	defer cleanup(rc, prefix)
+	defer benchutil.Cleanup(rc, prefix)
 	defer deleteAsynqQueue(opt, asynqQueue)
 
 	mod := newModule(prefix, *flagVisibility)
@@ -97,7 +96,7 @@ func main() {
 	fmt.Printf("# queuebench: shield_global queues\n\n")
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("- Go %s, %d CPUs, load average at start %s; Redis %s at %s (loopback, sharing the CPUs); asynq v0.26.0\n",
-		runtime.Version(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), redisVersion(ctx, rc), opt.Addr)
+		runtime.Version(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), benchutil.RedisVersion(ctx, rc), opt.Addr)
 	fmt.Printf("- %d tasks / goroutines; pairs: %v per case per round; end to end: %d messages per round; %d interleaved rounds; ratios per round, median reported\n\n",
 		n, *flagSlice, *flagE2E, *flagRounds)
 
@@ -154,11 +153,11 @@ func main() {
 		for i := range a {
 			rs = append(rs, a[i]/b[i])
 		}
-		return median(rs)
+		return benchutil.Median(rs)
 	}
 	fmt.Printf("## Push + pop pairs (Redis)\n\n| case | pairs/s (median) |\n|---|---|\n")
 	for _, c := range pairs {
-		fmt.Printf("| %s | %s |\n", c.name, fmtOps(median(c.rates)))
+		fmt.Printf("| %s | %s |\n", c.name, benchutil.FmtOps(benchutil.Median(c.rates)))
 	}
 	fmt.Printf("\n| ratio (Lua ÷ raw go-redis) | median of rounds |\n|---|---|\n")
 	fmt.Printf("| plain ÷ `LPUSH`+`RPOP` | **%.2f×** |\n", ratio(plainLua.rates, plainGo.rates))
@@ -180,8 +179,8 @@ func main() {
 	fmt.Printf("## Reliable push → process → ack, end to end (Redis)\n\n")
 	fmt.Printf("%d messages per round; the consumers start first, then %d producers push as fast as they can; the clock stops when every handler has run.\n\n", *flagE2E, n)
 	fmt.Printf("| case | tasks/s (median) |\n|---|---|\n")
-	fmt.Printf("| shield: %d Lua producer tasks, `reliable_queue:consume` concurrency %d (two runtimes) | %s |\n", n, n, fmtOps(median(shieldE2E)))
-	fmt.Printf("| asynq: %d goroutines `Enqueue`, server Concurrency %d | %s |\n", n, n, fmtOps(median(asynqE2E)))
+	fmt.Printf("| shield: %d Lua producer tasks, `reliable_queue:consume` concurrency %d (two runtimes) | %s |\n", n, n, benchutil.FmtOps(benchutil.Median(shieldE2E)))
+	fmt.Printf("| asynq: %d goroutines `Enqueue`, server Concurrency %d | %s |\n", n, n, benchutil.FmtOps(benchutil.Median(asynqE2E)))
 	fmt.Printf("| **ratio shield ÷ asynq** (target ≥ 2×) | **%.2f×** |\n\n", ratio(shieldE2E, asynqE2E))
 
 	// ---- reclaim after SIGKILL
@@ -193,7 +192,7 @@ func main() {
 	fmt.Printf("## Reclaim after SIGKILL (Redis)\n\n")
 	fmt.Printf("A child process consumes a reliable queue (visibility timeout %v, extended every %v while held) and holds one message; it is SIGKILLed; this process is already waiting in `pop`.\n\n",
 		*flagVisibility, (*flagVisibility / 3).Round(time.Millisecond))
-	fmt.Printf("| | ms |\n|---|---|\n| kill → message delivered here (median of %d) | %.0f |\n| each round | %s |\n", *flagRounds, median(reclaims), joinMs(reclaims))
+	fmt.Printf("| | ms |\n|---|---|\n| kill → message delivered here (median of %d) | %.0f |\n| each round | %s |\n", *flagRounds, benchutil.Median(reclaims), joinMs(reclaims))
 	fmt.Printf("| visibility timeout | %d |\n| asynq (for reference, not measured): 30 s lease + recoverer every 60 s | 30 000 – 90 000 |\n\n", flagVisibility.Milliseconds())
 
 	// ---- delay lateness
@@ -217,7 +216,7 @@ func newModule(prefix string, visibility time.Duration) *shieldglobal.Module {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	mod, err := shieldglobal.New(cfg, shieldglobal.WithLogger(log))
 	if err != nil {
-		fatalf("shieldglobal.New: %v", err)
+		benchutil.Fatalf("shieldglobal.New: %v", err)
 	}
 	return mod
 }
@@ -225,7 +224,7 @@ func newModule(prefix string, visibility time.Duration) *shieldglobal.Module {
 func newRuntime(mod *shieldglobal.Module) *shieldglobal.Runtime {
 	rt, err := mod.NewRuntime(lua.NewState())
 	if err != nil {
-		fatalf("NewRuntime: %v", err)
+		benchutil.Fatalf("NewRuntime: %v", err)
 	}
 	return rt
 }
@@ -254,7 +253,7 @@ func luaTasks(rt *shieldglobal.Runtime, n int, d time.Duration, setup, body stri
 
 func mustRun(rt *shieldglobal.Runtime, src string) {
 	if err := rt.RunString(src, "bench.lua"); err != nil {
-		fatalf("lua: %v", err)
+		benchutil.Fatalf("lua: %v", err)
 	}
 }
 
@@ -323,7 +322,7 @@ func (quietLogger) Info(...any)  {}
 func (quietLogger) Warn(...any)  {}
 func (quietLogger) Error(...any) {}
 func (quietLogger) Fatal(a ...any) {
-	fatalf("asynq: %v", fmt.Sprint(a...))
+	benchutil.Fatalf("asynq: %v", fmt.Sprint(a...))
 }
 
 func asynqOpt(opt *redis.Options) asynq.RedisClientOpt {
@@ -338,7 +337,7 @@ func e2eAsynq(opt *redis.Options, queue string, n, m int) float64 {
 	mux := asynq.NewServeMux()
 	mux.HandleFunc("bench", func(context.Context, *asynq.Task) error { processed.Add(1); return nil })
 	if err := srv.Start(mux); err != nil {
-		fatalf("asynq server: %v", err)
+		benchutil.Fatalf("asynq server: %v", err)
 	}
 	client := asynq.NewClient(asynqOpt(opt))
 	start := time.Now()
@@ -349,7 +348,7 @@ func e2eAsynq(opt *redis.Options, queue string, n, m int) float64 {
 			defer wg.Done()
 			for i := w; i < m; i += n {
 				if _, err := client.Enqueue(asynq.NewTask("bench", []byte(strconv.Itoa(i))), asynq.Queue(queue)); err != nil {
-					fatalf("asynq enqueue: %v", err)
+					benchutil.Fatalf("asynq enqueue: %v", err)
 				}
 			}
 		}()
@@ -372,11 +371,11 @@ func reclaimAfterKill(rt *shieldglobal.Runtime, opt *redis.Options, prefix strin
 	cmd := exec.Command(os.Args[0], "-child-hold", "-redis", *flagRedis, "-prefix", prefix, "-visibility", flagVisibility.String(), q)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		fatalf("child: %v", err)
+		benchutil.Fatalf("child: %v", err)
 	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		fatalf("child: %v", err)
+		benchutil.Fatalf("child: %v", err)
 	}
 	sc := bufio.NewScanner(out)
 	for sc.Scan() && !strings.HasPrefix(sc.Text(), "holding") {
@@ -402,7 +401,7 @@ func reclaimAfterKill(rt *shieldglobal.Runtime, opt *redis.Options, prefix strin
 			return got - float64(killedAt.UnixMilli())
 		}
 		if time.Since(killedAt) > 70*time.Second {
-			fatalf("reclaim: the message never came back")
+			benchutil.Fatalf("reclaim: the message never came back")
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -439,7 +438,7 @@ func delayShield(prod, cons *shieldglobal.Runtime, n, m int) []int64 {
 	deadline := time.Now().Add(30 * time.Second)
 	for len(out) < m {
 		if time.Now().After(deadline) {
-			fatalf("delay: %d of %d delivered", len(out), m)
+			benchutil.Fatalf("delay: %d of %d delivered", len(out), m)
 		}
 		time.Sleep(20 * time.Millisecond)
 		rt := cons
@@ -471,7 +470,7 @@ func delayAsynq(opt *redis.Options, queue string, n, m int) []int64 {
 		return nil
 	})
 	if err := srv.Start(mux); err != nil {
-		fatalf("asynq server: %v", err)
+		benchutil.Fatalf("asynq server: %v", err)
 	}
 	defer srv.Shutdown()
 	client := asynq.NewClient(asynqOpt(opt))
@@ -480,7 +479,7 @@ func delayAsynq(opt *redis.Options, queue string, n, m int) []int64 {
 		delay := time.Duration(200+2000*i/m) * time.Millisecond
 		due := time.Now().Add(delay).UnixMilli()
 		if _, err := client.Enqueue(asynq.NewTask("delay", []byte(strconv.FormatInt(due, 10))), asynq.Queue(queue), asynq.ProcessIn(delay)); err != nil {
-			fatalf("asynq enqueue: %v", err)
+			benchutil.Fatalf("asynq enqueue: %v", err)
 		}
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -492,7 +491,7 @@ func delayAsynq(opt *redis.Options, queue string, n, m int) []int64 {
 			break
 		}
 		if time.Now().After(deadline) {
-			fatalf("asynq delay: %d of %d delivered", k, m)
+			benchutil.Fatalf("asynq delay: %d of %d delivered", k, m)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -514,50 +513,4 @@ func joinMs(xs []float64) string {
 		parts[i] = strconv.FormatFloat(x, 'f', 0, 64)
 	}
 	return strings.Join(parts, ", ")
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
-
-func fmtOps(v float64) string {
-	s := strconv.FormatFloat(v, 'f', 0, 64)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + " " + s[i:]
-	}
-	return s
-}
-
-func redisVersion(ctx context.Context, c *redis.Client) string {
-	info, _ := c.Info(ctx, "server").Result()
-	for _, l := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "redis_version:"); ok {
-			return v
-		}
-	}
-	return "?"
-}
-
-func cleanup(c *redis.Client, prefix string) {
-	ctx := context.Background()
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		c.Del(ctx, iter.Val())
-	}
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "queuebench: "+format+"\n", args...)
-	os.Exit(1)
 }

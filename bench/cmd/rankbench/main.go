@@ -22,11 +22,11 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha1"
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"log/slog"
 	mrand "math/rand/v2"
 	"os"
@@ -64,18 +64,18 @@ func main() {
 	ctx := context.Background()
 	opt, err := redis.ParseURL(*flagRedis)
 	if err != nil || *flagRedis == "" {
-		fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
+		benchutil.Fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
 	}
 	if !strings.HasPrefix(opt.Addr, "127.0.0.1:") && !strings.HasPrefix(opt.Addr, "localhost:") {
-		fatalf("-redis %s: loopback only", opt.Addr)
+		benchutil.Fatalf("-redis %s: loopback only", opt.Addr)
 	}
 	rc := redis.NewClient(opt)
 	defer rc.Close()
 	if err := rc.Ping(ctx).Err(); err != nil {
-		fatalf("Redis at %s: %v", opt.Addr, err)
+		benchutil.Fatalf("Redis at %s: %v", opt.Addr, err)
 	}
-	prefix := "rankbench:" + randHex(6) + ":"
-	defer cleanup(rc, prefix)
+	prefix := "rankbench:" + benchutil.RandHex(6) + ":"
+	defer benchutil.Cleanup(rc, prefix)
 
 	cfg := config.Default()
 	cfg.Global.Redis.URL = *flagRedis
@@ -84,12 +84,12 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mod, err := shieldglobal.New(cfg, shieldglobal.WithLogger(log))
 	if err != nil {
-		fatalf("shieldglobal.New: %v", err)
+		benchutil.Fatalf("shieldglobal.New: %v", err)
 	}
 	defer mod.Close()
 	rt, err := mod.NewRuntime(lua.NewState())
 	if err != nil {
-		fatalf("NewRuntime: %v", err)
+		benchutil.Fatalf("NewRuntime: %v", err)
 	}
 	defer rt.Close(time.Second)
 
@@ -97,7 +97,7 @@ func main() {
 	fmt.Printf("# rankbench: shield.rank\n\n")
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("- Go %s, %d CPUs, load average at start %s; Redis %s at %s (loopback, sharing the CPUs)\n",
-		runtime.Version(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), redisVersion(ctx, rc), opt.Addr)
+		runtime.Version(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), benchutil.RedisVersion(ctx, rc), opt.Addr)
 	fmt.Printf("- throughput: %d tasks / goroutines, boards of %d members (ties = \"reach\"), %v per case per round, %d interleaved rounds; ratios are per-round, median reported\n\n",
 		n, m, *flagSlice, *flagRounds)
 
@@ -120,7 +120,7 @@ func main() {
 	swapSrc := readScript("lib.lua") + "\n" + readScript("swap.lua")
 	swapSha, err := rc.ScriptLoad(ctx, swapSrc).Result()
 	if err != nil {
-		fatalf("SCRIPT LOAD: %v", err)
+		benchutil.Fatalf("SCRIPT LOAD: %v", err)
 	}
 	swapKeys := []string{prefix + "rank:{swap}", prefix + "rank:members:{swap}", prefix + "rank:meta:{swap}"}
 
@@ -137,7 +137,7 @@ func main() {
 		return goroutines(n, d, func(r *mrand.Rand) {
 			a, b := pair(r, m)
 			if err := rc.EvalSha(ctx, swapSha, swapKeys, "reach", uid(a), uid(b), "0", "0", "0").Err(); err != nil {
-				fatalf("EVALSHA: %v", err)
+				benchutil.Fatalf("EVALSHA: %v", err)
 			}
 		})
 	}}
@@ -145,7 +145,7 @@ func main() {
 		return goroutines(n, d, func(r *mrand.Rand) {
 			a, b := pair(r, m)
 			if _, err := swapBoard.Swap(uid(a), uid(b), nil).Do(ctx); err != nil {
-				fatalf("Swap: %v", err)
+				benchutil.Fatalf("Swap: %v", err)
 			}
 		})
 	}}
@@ -158,7 +158,7 @@ func main() {
 			u := uid(r.IntN(m))
 			rc.ZAdd(ctx, plainZ, redis.Z{Score: float64(r.IntN(1000000)), Member: u})
 			if err := rc.ZRevRank(ctx, plainZ, u).Err(); err != nil {
-				fatalf("ZREVRANK: %v", err)
+				benchutil.Fatalf("ZREVRANK: %v", err)
 			}
 		})
 	}}
@@ -167,7 +167,7 @@ func main() {
 			u := uid(r.IntN(m))
 			upBoard.Update(u, float64(r.IntN(1000000)), rank.ModeSet).Do(ctx)
 			if _, err := upBoard.Position(u).Do(ctx); err != nil {
-				fatalf("Position: %v", err)
+				benchutil.Fatalf("Position: %v", err)
 			}
 		})
 	}}
@@ -187,18 +187,18 @@ func main() {
 		for i := range a.rates {
 			rs = append(rs, a.rates[i]/b.rates[i])
 		}
-		return median(rs)
+		return benchutil.Median(rs)
 	}
 	same, _ := rc.ScriptExists(ctx, sha1Hex(swapSrc)).Result()
 	fmt.Printf("## Throughput (Redis)\n\n| case | ops/s (median) | per round |\n|---|---|---|\n")
 	for _, c := range cases {
-		fmt.Printf("| %s | %s | %s |\n", c.name, fmtOps(median(c.rates)), fmtRates(c.rates))
+		fmt.Printf("| %s | %s | %s |\n", c.name, benchutil.FmtOps(benchutil.Median(c.rates)), fmtRates(c.rates))
 	}
 	fmt.Printf("\n(update + position rows count pairs: two round trips each.) The raw EVALSHA runs the script the Lua case runs: SCRIPT EXISTS of its SHA1 %v after the Lua rounds.\n\n", same)
 	fmt.Printf("| ratio | median of rounds | target |\n|---|---|---|\n")
 	fmt.Printf("| `rank:swap` from %d tasks ÷ raw EVALSHA from %d goroutines | **%.2f×** | ≥ 0.9× |\n", n, n, ratio(swapLua, swapRaw))
 	fmt.Printf("| `rank:swap` from %d tasks ÷ seed 002's Lua-script figure (8 000–10 000 TPS; their hardware) | %.1f× – %.1f× | |\n",
-		n, median(swapLua.rates)/10000, median(swapLua.rates)/8000)
+		n, benchutil.Median(swapLua.rates)/10000, benchutil.Median(swapLua.rates)/8000)
 	fmt.Printf("| core/rank Swap from Go ÷ raw EVALSHA | %.2f× | |\n", ratio(swapGo, swapRaw))
 	fmt.Printf("| `update` + `position` from Lua ÷ raw ZADD + ZREVRANK | **%.2f×** | |\n", ratio(upLua, upRaw))
 	fmt.Printf("| core/rank Update + Position from Go ÷ raw ZADD + ZREVRANK | %.2f× | |\n\n", ratio(upGo, upRaw))
@@ -234,7 +234,7 @@ func main() {
 			}
 			ds[i] = time.Since(t0)
 			if err != nil {
-				fatalf("%s: %v", kind, err)
+				benchutil.Fatalf("%s: %v", kind, err)
 			}
 		}
 		var sum time.Duration
@@ -244,7 +244,7 @@ func main() {
 		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 		return lat{ds[len(ds)/2], ds[len(ds)*99/100], sum / time.Duration(len(ds))}
 	}
-	fmt.Printf("## Latency at %s members (one caller, from Go; memory: %d ops per kind, Redis: %d)\n\n", fmtOps(float64(big)), *flagMemOps, *flagRedisOps)
+	fmt.Printf("## Latency at %s members (one caller, from Go; memory: %d ops per kind, Redis: %d)\n\n", benchutil.FmtOps(float64(big)), *flagMemOps, *flagRedisOps)
 	fmt.Printf("| op | memory p50 | memory p99 | memory mean | Redis p50 | Redis p99 | Redis mean | Redis ÷ memory (mean) | target |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, kind := range []string{"update", "position", "around"} {
 		var mems, reds []lat
@@ -261,13 +261,13 @@ func main() {
 		}
 		fmt.Printf("| `%s` | %v | **%v** | %v | %v | %v | %v | **%.0f×** | p99 ≤ 2µs, ≥ 10× |\n", name, ml, m99, mm, rl, r99, rm, float64(rm)/float64(mm))
 	}
-	fmt.Printf("\nLoading %s members: memory %v (MUpdate of 10 000), Redis %v (MUpdate of 1 000).\n\n", fmtOps(float64(big)), memLoad.Round(time.Millisecond), redisLoad.Round(time.Millisecond))
+	fmt.Printf("\nLoading %s members: memory %v (MUpdate of 10 000), Redis %v (MUpdate of 1 000).\n\n", benchutil.FmtOps(float64(big)), memLoad.Round(time.Millisecond), redisLoad.Round(time.Millisecond))
 }
 
 func board(b rank.Backend, name string) rank.Board {
 	bd, err := b.Board(name, rank.Options{})
 	if err != nil {
-		fatalf("Board: %v", err)
+		benchutil.Fatalf("Board: %v", err)
 	}
 	return bd
 }
@@ -291,7 +291,7 @@ func fill(b rank.Board, n, batch int) {
 			scores[uid(j)] = float64(j)
 		}
 		if _, err := b.MUpdate(scores).Do(ctx); err != nil {
-			fatalf("fill %s: %v", b.Name(), err)
+			benchutil.Fatalf("fill %s: %v", b.Name(), err)
 		}
 	}
 }
@@ -299,7 +299,7 @@ func fill(b rank.Board, n, batch int) {
 func readScript(name string) string {
 	data, err := os.ReadFile(filepath.Join(*flagScriptsDir, name))
 	if err != nil {
-		fatalf("%v (run from bench/, or pass -scripts)", err)
+		benchutil.Fatalf("%v (run from bench/, or pass -scripts)", err)
 	}
 	return string(data)
 }
@@ -323,7 +323,7 @@ func luaTasks(rt *shieldglobal.Runtime, n int, d time.Duration, setup, body stri
 		while running > 0 do shield.sleep(5) end
 		result = total`, n, d.Milliseconds(), setup, body)
 	if err := rt.RunString(src, "tasks.lua"); err != nil {
-		fatalf("tasks: %v", err)
+		benchutil.Fatalf("tasks: %v", err)
 	}
 	var total int
 	rt.Do(func(L *lua.LState) error { total = int(lua.LVAsNumber(L.GetGlobal("result"))); return nil })
@@ -356,34 +356,17 @@ func medLat[T any](xs []T, f func(T) time.Duration) time.Duration {
 	for i, x := range xs {
 		ds[i] = float64(f(x))
 	}
-	d := time.Duration(median(ds))
+	d := time.Duration(benchutil.Median(ds))
 	if d > 10*time.Microsecond {
 		return d.Round(time.Microsecond)
 	}
 	return d.Round(10 * time.Nanosecond)
 }
 
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
-
-func fmtOps(v float64) string {
-	s := strconv.FormatFloat(v, 'f', 0, 64)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + " " + s[i:]
-	}
-	return s
-}
-
 func fmtRates(rs []float64) string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
-		out[i] = fmtOps(r)
+		out[i] = benchutil.FmtOps(r)
 	}
 	return strings.Join(out, ", ")
 }
@@ -391,33 +374,4 @@ func fmtRates(rs []float64) string {
 func sha1Hex(s string) string {
 	h := sha1.Sum([]byte(s))
 	return hex.EncodeToString(h[:])
-}
-
-func redisVersion(ctx context.Context, c *redis.Client) string {
-	info, _ := c.Info(ctx, "server").Result()
-	for _, l := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "redis_version:"); ok {
-			return v
-		}
-	}
-	return "?"
-}
-
-func cleanup(c *redis.Client, prefix string) {
-	ctx := context.Background()
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		c.Unlink(ctx, iter.Val())
-	}
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "rankbench: "+format+"\n", args...)
-	os.Exit(1)
 }

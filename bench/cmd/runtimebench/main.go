@@ -21,14 +21,12 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
+	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"log/slog"
 	"os"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,18 +58,18 @@ func main() {
 	ctx := context.Background()
 	opt, err := redis.ParseURL(*flagRedis)
 	if err != nil || *flagRedis == "" {
-		fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
+		benchutil.Fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
 	}
 	if !strings.HasPrefix(opt.Addr, "127.0.0.1:") && !strings.HasPrefix(opt.Addr, "localhost:") {
-		fatalf("-redis %s: loopback only", opt.Addr)
+		benchutil.Fatalf("-redis %s: loopback only", opt.Addr)
 	}
 	rc := redis.NewClient(opt)
 	defer rc.Close()
 	if err := rc.Ping(ctx).Err(); err != nil {
-		fatalf("Redis at %s: %v", opt.Addr, err)
+		benchutil.Fatalf("Redis at %s: %v", opt.Addr, err)
 	}
-	prefix := "runtimebench:" + randHex(6) + ":"
-	defer cleanup(rc, prefix)
+	prefix := "runtimebench:" + benchutil.RandHex(6) + ":"
+	defer benchutil.Cleanup(rc, prefix)
 
 	cfg := config.Default()
 	cfg.Global.Redis.URL = *flagRedis
@@ -79,19 +77,19 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mod, err := shieldglobal.New(cfg, shieldglobal.WithLogger(log))
 	if err != nil {
-		fatalf("shieldglobal.New: %v", err)
+		benchutil.Fatalf("shieldglobal.New: %v", err)
 	}
 	defer mod.Close()
 	mem, err := shieldglobal.New(config.Default(), shieldglobal.WithLogger(log))
 	if err != nil {
-		fatalf("shieldglobal.New (memory): %v", err)
+		benchutil.Fatalf("shieldglobal.New (memory): %v", err)
 	}
 	defer mem.Close()
 
 	rt := newRuntime(mod, lua.NewState())
 	memRT := newRuntime(mem, lua.NewState())
 	if err := rt.RunString(`shield.global():set("k", "value")`, "setup.lua"); err != nil {
-		fatalf("setup: %v", err)
+		benchutil.Fatalf("setup: %v", err)
 	}
 	rl := redislock.New(rc)
 	n := *flagTasks
@@ -99,7 +97,7 @@ func main() {
 	fmt.Printf("# runtimebench: the Lua runtime's call path\n\n")
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("- Go %s, %d CPUs, load average at start %s; Redis %s at %s (loopback, sharing the CPUs)\n",
-		runtime.Version(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), redisVersion(ctx, rc), opt.Addr)
+		runtime.Version(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), benchutil.RedisVersion(ctx, rc), opt.Addr)
 	fmt.Printf("- throughput: %d tasks / goroutines, %v per case per round, %d interleaved rounds; ratios are per-round, median reported\n\n",
 		n, *flagSlice, *flagRounds)
 
@@ -113,9 +111,9 @@ func main() {
 	}
 	fmt.Printf("## Yield round trip (memory backend, no I/O)\n\n")
 	fmt.Printf("| case | ns/op (median) |\n|---|---|\n")
-	fmt.Printf("| empty Go function called from Lua | %.0f |\n", median(emptyNs))
-	fmt.Printf("| blocking call completed on the next loop turn (yield + resume) | %.0f |\n", median(yieldNs))
-	fmt.Printf("| **ratio yield ÷ empty call** | **%.1f×** |\n\n", median(yieldRatios))
+	fmt.Printf("| empty Go function called from Lua | %.0f |\n", benchutil.Median(emptyNs))
+	fmt.Printf("| blocking call completed on the next loop turn (yield + resume) | %.0f |\n", benchutil.Median(yieldNs))
+	fmt.Printf("| **ratio yield ÷ empty call** | **%.1f×** |\n\n", benchutil.Median(yieldRatios))
 
 	// ---- throughput cases
 	type tcase struct {
@@ -145,7 +143,7 @@ func main() {
 		return goroutines(n, d, func(w, _ int) {
 			l, err := rl.Obtain(ctx, prefix+"rl:"+strconv.Itoa(w), 30*time.Second, nil)
 			if err != nil {
-				fatalf("redislock: %v", err)
+				benchutil.Fatalf("redislock: %v", err)
 			}
 			l.Release(ctx)
 		})
@@ -166,11 +164,11 @@ func main() {
 		for i := range a.rates {
 			rs = append(rs, a.rates[i]/b.rates[i])
 		}
-		return median(rs)
+		return benchutil.Median(rs)
 	}
 	fmt.Printf("## Throughput (Redis)\n\n| case | ops/s (median) |\n|---|---|\n")
 	for _, c := range cases {
-		fmt.Printf("| %s | %s |\n", c.name, fmtOps(median(c.rates)))
+		fmt.Printf("| %s | %s |\n", c.name, benchutil.FmtOps(benchutil.Median(c.rates)))
 	}
 	fmt.Printf("\n| ratio | median of rounds |\n|---|---|\n")
 	fmt.Printf("| `g:get` from %d tasks ÷ %d goroutines `GET` | **%.2f×** |\n", n, n, ratio(getLua, getGo))
@@ -183,7 +181,7 @@ func main() {
 		ops := *flagCPUOps
 		luaCPU = append(luaCPU, cpuPerOp(ops, func() {
 			if err := rt.RunString(`local g = shield.global(); for i = 1, `+strconv.Itoa(ops)+` do g:get("k") end`, "cpu.lua"); err != nil {
-				fatalf("cpu: %v", err)
+				benchutil.Fatalf("cpu: %v", err)
 			}
 		}))
 		goCPU = append(goCPU, cpuPerOp(ops, func() {
@@ -198,7 +196,7 @@ func main() {
 	}
 	fmt.Printf("## CPU time per call, one caller (getrusage: user + system of this process)\n\n| case | µs CPU per call (median) |\n|---|---|\n")
 	fmt.Printf("| 1 task, `g:get` | %.2f |\n| 1 goroutine, go-redis `GET` | %.2f |\n| **ratio** | **%.2f×** |\n\n",
-		median(luaCPU), median(goCPU), median(cpuRatios))
+		benchutil.Median(luaCPU), benchutil.Median(goCPU), benchutil.Median(cpuRatios))
 
 	// ---- parked tasks
 	fmt.Printf("## %d tasks parked in `shield.sleep`\n\n| Lua state | Go heap per parked task | spawn time per task |\n|---|---|---|\n", *flagParked)
@@ -218,7 +216,7 @@ func main() {
 func newRuntime(mod *shieldglobal.Module, L *lua.LState) *shieldglobal.Runtime {
 	rt, err := mod.NewRuntime(L)
 	if err != nil {
-		fatalf("NewRuntime: %v", err)
+		benchutil.Fatalf("NewRuntime: %v", err)
 	}
 	err = rt.Do(func(L *lua.LState) error {
 		L.SetGlobal("empty", L.NewFunction(func(*lua.LState) int { return 0 }))
@@ -231,7 +229,7 @@ func newRuntime(mod *shieldglobal.Module, L *lua.LState) *shieldglobal.Runtime {
 		return nil
 	})
 	if err != nil {
-		fatalf("setup: %v", err)
+		benchutil.Fatalf("setup: %v", err)
 	}
 	return rt
 }
@@ -240,7 +238,7 @@ func newRuntime(mod *shieldglobal.Module, L *lua.LState) *shieldglobal.Runtime {
 func luaLoopNs(rt *shieldglobal.Runtime, body string, n int) float64 {
 	start := time.Now()
 	if err := rt.RunString("for i = 1, "+strconv.Itoa(n)+" do "+body+" end", "loop.lua"); err != nil {
-		fatalf("loop: %v", err)
+		benchutil.Fatalf("loop: %v", err)
 	}
 	return float64(time.Since(start).Nanoseconds()) / float64(n)
 }
@@ -264,7 +262,7 @@ func luaTasks(rt *shieldglobal.Runtime, n int, d time.Duration, setup, body stri
 		while running > 0 do shield.sleep(5) end
 		result = total`, n, d.Milliseconds(), setup, body)
 	if err := rt.RunString(src, "tasks.lua"); err != nil {
-		fatalf("tasks: %v", err)
+		benchutil.Fatalf("tasks: %v", err)
 	}
 	var total int
 	rt.Do(func(L *lua.LState) error { total = int(lua.LVAsNumber(L.GetGlobal("result"))); return nil })
@@ -311,7 +309,7 @@ func parked(mod *shieldglobal.Module, L *lua.LState, n int) (heap, spawn float64
 	rt := newRuntime(mod, L)
 	defer func() { rt.Close(time.Second); L.Close() }()
 	if err := rt.RunString(`shield.sleep(1)`, "warm.lua"); err != nil {
-		fatalf("parked: %v", err)
+		benchutil.Fatalf("parked: %v", err)
 	}
 	before := heapInUse()
 	start := time.Now()
@@ -321,7 +319,7 @@ func parked(mod *shieldglobal.Module, L *lua.LState, n int) (heap, spawn float64
 		for i = 1, %d do shield.spawn(function() started = started + 1; shield.sleep(600000) end) end
 		while started < %d do shield.sleep(0) end`, n, n)
 	if err := rt.RunString(src, "spawn.lua"); err != nil {
-		fatalf("parked: %v", err)
+		benchutil.Fatalf("parked: %v", err)
 	}
 	rt.Do(func(*lua.LState) error { return nil })
 	took := time.Since(start)
@@ -335,50 +333,4 @@ func heapInUse() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
-
-func fmtOps(v float64) string {
-	s := strconv.FormatFloat(v, 'f', 0, 64)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + " " + s[i:]
-	}
-	return s
-}
-
-func redisVersion(ctx context.Context, c *redis.Client) string {
-	info, _ := c.Info(ctx, "server").Result()
-	for _, l := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "redis_version:"); ok {
-			return v
-		}
-	}
-	return "?"
-}
-
-func cleanup(c *redis.Client, prefix string) {
-	ctx := context.Background()
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		c.Del(ctx, iter.Val())
-	}
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "runtimebench: "+format+"\n", args...)
-	os.Exit(1)
 }

@@ -21,10 +21,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
+	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -115,15 +114,15 @@ func main() {
 	}
 	opt, err := redis.ParseURL(*flagRedis)
 	if err != nil || (!strings.HasPrefix(opt.Addr, "127.0.0.1:") && !strings.HasPrefix(opt.Addr, "localhost:")) {
-		fatalf("-redis %q: a loopback redis:// URL", *flagRedis)
+		benchutil.Fatalf("-redis %q: a loopback redis:// URL", *flagRedis)
 	}
 	rc := redis.NewClient(opt)
 	defer rc.Close()
 	if err := rc.Ping(context.Background()).Err(); err != nil {
-		fatalf("Redis at %s: %v", opt.Addr, err)
+		benchutil.Fatalf("Redis at %s: %v", opt.Addr, err)
 	}
-	prefix := "schedbench:" + randHex(6) + ":"
-	defer cleanup(rc, prefix)
+	prefix := "schedbench:" + benchutil.RandHex(6) + ":"
+	defer benchutil.Cleanup(rc, prefix)
 	cfg := config.Default()
 	cfg.Global.Redis.URL, cfg.Global.Redis.Prefix = *flagRedis, prefix
 
@@ -150,7 +149,7 @@ func main() {
 func one(log *slog.Logger) {
 	ld, ok := loadNames[*flagLoad]
 	if !ok || *flagRate <= 0 {
-		fatalf("-load %q -rate %d: want -load none, busy or spin and -rate > 0", *flagLoad, *flagRate)
+		benchutil.Fatalf("-load %q -rate %d: want -load none, busy or spin and -rate > 0", *flagLoad, *flagRate)
 	}
 	r := lateness(log, config.Default(), *flagRegistered, *flagRate, false, ld)
 	fmt.Printf("| registered | firings/s | parallel load | samples | P50 ms | P99 ms | max ms | GCs in window | heap MB at start |\n|---|---|---|---|---|---|---|---|---|\n")
@@ -170,14 +169,14 @@ type result struct {
 func lateness(log *slog.Logger, cfg config.Config, registered, rate int, dist bool, load string) result {
 	mod, err := shieldglobal.New(cfg, shieldglobal.WithLogger(log))
 	if err != nil {
-		fatalf("shieldglobal.New: %v", err)
+		benchutil.Fatalf("shieldglobal.New: %v", err)
 	}
 	defer mod.Close()
 	L := lua.NewState(shieldglobal.StateOptions())
 	defer L.Close()
 	rt, err := mod.NewRuntime(L)
 	if err != nil {
-		fatalf("NewRuntime: %v", err)
+		benchutil.Fatalf("NewRuntime: %v", err)
 	}
 	defer rt.Close(time.Second)
 
@@ -204,7 +203,7 @@ func lateness(log *slog.Logger, cfg config.Config, registered, rate int, dist bo
 		}))
 		return nil
 	}); err != nil {
-		fatalf("setup: %v", err)
+		benchutil.Fatalf("setup: %v", err)
 	}
 	err = rt.RunString(`
 		local n_idle, n_active, period, dist = ...
@@ -231,7 +230,7 @@ func lateness(log *slog.Logger, cfg config.Config, registered, rate int, dist bo
 			shield.sleep(1)
 		end`, "schedbench.lua", lua.LNumber(registered-active), lua.LNumber(active), lua.LNumber(period), lua.LBool(dist))
 	if err != nil {
-		fatalf("register: %v", err)
+		benchutil.Fatalf("register: %v", err)
 	}
 	stopLoad := startLoad(load)
 	start := time.Now().Add(time.Duration(period)*time.Millisecond + 200*time.Millisecond)
@@ -241,11 +240,11 @@ func lateness(log *slog.Logger, cfg config.Config, registered, rate int, dist bo
 	if *flagTrace != "" {
 		f, err := os.Create(*flagTrace)
 		if err != nil {
-			fatalf("-trace: %v", err)
+			benchutil.Fatalf("-trace: %v", err)
 		}
 		defer f.Close()
 		if err := trace.Start(f); err != nil {
-			fatalf("-trace: %v", err)
+			benchutil.Fatalf("-trace: %v", err)
 		}
 		defer trace.Stop()
 	}
@@ -276,14 +275,14 @@ func summarize(xs []float64) result {
 func register(log *slog.Logger, cfg config.Config, n, par int, dist bool) time.Duration {
 	mod, err := shieldglobal.New(cfg, shieldglobal.WithLogger(log))
 	if err != nil {
-		fatalf("shieldglobal.New: %v", err)
+		benchutil.Fatalf("shieldglobal.New: %v", err)
 	}
 	defer mod.Close()
 	L := lua.NewState(shieldglobal.StateOptions())
 	defer L.Close()
 	rt, err := mod.NewRuntime(L)
 	if err != nil {
-		fatalf("NewRuntime: %v", err)
+		benchutil.Fatalf("NewRuntime: %v", err)
 	}
 	defer rt.Close(time.Second)
 	t0 := time.Now()
@@ -304,7 +303,7 @@ func register(log *slog.Logger, cfg config.Config, n, par int, dist bool) time.D
 		end
 		while done < par do shield.sleep(1) end`, "register.lua", lua.LNumber(n), lua.LNumber(par), lua.LBool(dist))
 	if err != nil {
-		fatalf("register: %v", err)
+		benchutil.Fatalf("register: %v", err)
 	}
 	return time.Since(t0)
 }
@@ -327,7 +326,7 @@ func startLoad(kind string) func() {
 		for range runtime.NumCPU() {
 			c := exec.Command("sh", "-c", "while :; do :; done")
 			if err := c.Start(); err != nil {
-				fatalf("load: %v", err)
+				benchutil.Fatalf("load: %v", err)
 			}
 			cmds = append(cmds, c)
 		}
@@ -342,22 +341,3 @@ func startLoad(kind string) func() {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func cleanup(c *redis.Client, prefix string) {
-	ctx := context.Background()
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		c.Del(ctx, iter.Val())
-	}
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "schedbench: "+format+"\n", args...)
-	os.Exit(1)
-}
