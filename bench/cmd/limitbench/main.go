@@ -30,8 +30,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -207,41 +205,41 @@ func main() {
 		rates []float64
 	}
 	redisRate := &tcase{name: fmt.Sprintf("go-redis/redis_rate `Allow`, %d goroutines", n), run: func(d time.Duration) int {
-		return goroutines(n, 1, d, func(w, i int) {
+		return benchutil.Goroutines(n, 1, d, func(w, i int) {
 			if _, err := limiter.Allow(ctx, prefix+"rr:"+keys[(w+i)%64], rrLimit); err != nil {
 				benchutil.Fatalf("redis_rate: %v", err)
 			}
 		})
 	}}
 	tbGo := &tcase{name: fmt.Sprintf("shield token bucket on Redis, core `Allow`, %d goroutines", n), run: func(d time.Duration) int {
-		return goroutines(n, 64, d, func(w, i int) { tbRedis.Allow(keys[(w+i)%64], 1) })
+		return benchutil.Goroutines(n, 64, d, func(w, i int) { tbRedis.Allow(keys[(w+i)%64], 1) })
 	}}
 	tbLua := &tcase{name: "shield token bucket on Redis, `tb:allow` from 1 task", run: func(d time.Duration) int {
-		return luaTasks(rt, 1, 64, d, ``, `tb:allow(keys[k % 64 + 1])`)
+		return benchutil.LuaTasks(rt, 1, 64, d, ``, `tb:allow(keys[k % 64 + 1])`)
 	}}
 	swGo := &tcase{name: fmt.Sprintf("shield sliding window, core `AllowOp(...).Do`, %d goroutines", n), run: func(d time.Duration) int {
-		return goroutines(n, 1, d, func(w, i int) {
+		return benchutil.Goroutines(n, 1, d, func(w, i int) {
 			if _, err := swRedis.AllowOp(keys[(w+i)%64], 1).Do(ctx); err != nil {
 				benchutil.Fatalf("sliding window: %v", err)
 			}
 		})
 	}}
 	swLua := &tcase{name: fmt.Sprintf("shield sliding window, `sw:allow` from %d tasks of one runtime", n), run: func(d time.Duration) int {
-		return luaTasks(rt, n, 1, d, ``, `sw:allow(keys[(w + k) % 64 + 1])`)
+		return benchutil.LuaTasks(rt, n, 1, d, ``, `sw:allow(keys[(w + k) % 64 + 1])`)
 	}}
 	rawKeys := make([]string, 64)
 	for i := range rawKeys {
 		rawKeys[i] = prefix + "ratelimit:{raw}:sw:" + keys[i]
 	}
 	swRaw := &tcase{name: fmt.Sprintf("raw `EVALSHA` of window_allow.lua, %d goroutines", n), run: func(d time.Duration) int {
-		return goroutines(n, 1, d, func(w, i int) {
+		return benchutil.Goroutines(n, 1, d, func(w, i int) {
 			if err := windowScript.EvalSha(ctx, rc, []string{rawKeys[(w+i)%64]}, 1000000, int64(never), 1).Err(); err != nil {
 				benchutil.Fatalf("EVALSHA: %v", err)
 			}
 		})
 	}}
 	emptyRaw := &tcase{name: fmt.Sprintf("raw `EVALSHA` of `return 1`, %d goroutines", n), run: func(d time.Duration) int {
-		return goroutines(n, 1, d, func(w, i int) {
+		return benchutil.Goroutines(n, 1, d, func(w, i int) {
 			if err := emptyScript.EvalSha(ctx, rc, []string{rawKeys[(w+i)%64]}).Err(); err != nil {
 				benchutil.Fatalf("EVALSHA: %v", err)
 			}
@@ -328,54 +326,4 @@ func goLoopNs(n int, f func()) float64 {
 		f()
 	}
 	return float64(time.Since(start).Nanoseconds()) / float64(n)
-}
-
-// luaTasks runs n tasks for d, each running setup once (w is its index)
-// and then body in a loop (k counts its iterations), and returns the total
-// iterations. Each task reads the clock every batch iterations.
-func luaTasks(rt *shieldglobal.Runtime, n, batch int, d time.Duration, setup, body string) int {
-	src := fmt.Sprintf(`
-		local n, ms, batch = %d, %d, %d
-		local total, running = 0, n
-		for w = 1, n do
-			shield.spawn(function()
-				%s
-				local deadline = shield.now_ms() + ms
-				local k = 0
-				while k %% batch ~= 0 or shield.now_ms() < deadline do %s; k = k + 1 end
-				total = total + k
-				running = running - 1
-			end)
-		end
-		while running > 0 do shield.sleep(5) end
-		result = total`, n, d.Milliseconds(), batch, setup, body)
-	if err := rt.RunString(src, "tasks.lua"); err != nil {
-		benchutil.Fatalf("tasks: %v", err)
-	}
-	var total int
-	rt.Do(func(L *lua.LState) error { total = int(lua.LVAsNumber(L.GetGlobal("result"))); return nil })
-	return total
-}
-
-// goroutines runs op in n goroutines for d and returns how many ops ran;
-// each goroutine reads the clock every batch ops (1 for Redis calls; more
-// where the op costs about as much as reading the clock).
-func goroutines(n, batch int, d time.Duration, op func(w, i int)) int {
-	var total atomic.Int64
-	var wg sync.WaitGroup
-	deadline := time.Now().Add(d)
-	for w := 0; w < n; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			k := 0
-			for k%batch != 0 || time.Now().Before(deadline) {
-				op(w, k)
-				k++
-			}
-			total.Add(int64(k))
-		}()
-	}
-	wg.Wait()
-	return int(total.Load())
 }

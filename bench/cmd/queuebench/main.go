@@ -110,17 +110,17 @@ func main() {
 	rc.XGroupCreateMkStream(ctx, key("stream"), "g", "$")
 	luaPairs := func(label, ctor, body string) *tcase {
 		return &tcase{name: fmt.Sprintf("%d tasks, %s", n, label), run: func(d time.Duration) int {
-			return luaTasks(rt, n, d, "local q = "+ctor, body)
+			return benchutil.LuaTasks(rt, n, 1, d, "local q = "+ctor, body)
 		}}
 	}
 	plainLua := luaPairs("`shield.queue` push + pop", `shield.queue("pairs_plain")`, `q:push(w); q:pop()`)
 	plainGo := &tcase{name: fmt.Sprintf("%d goroutines, `LPUSH` + `RPOP`", n), run: func(d time.Duration) int {
-		return goroutines(n, d, func(w, _ int) { rc.LPush(ctx, key("list"), w); rc.RPop(ctx, key("list")) })
+		return benchutil.Goroutines(n, 1, d, func(w, _ int) { rc.LPush(ctx, key("list"), w); rc.RPop(ctx, key("list")) })
 	}}
 	delayLua := luaPairs("`shield.delay_queue` push(v, 0) + pop", `shield.delay_queue("pairs_delay")`, `q:push(w, 0); q:pop()`)
 	prioLua := luaPairs("`shield.priority_queue` push(v, p) + pop", `shield.priority_queue("pairs_prio")`, `q:push(w, w % 8); q:pop()`)
 	zsetGo := &tcase{name: fmt.Sprintf("%d goroutines, `ZADD` + `ZPOPMIN`", n), run: func(d time.Duration) int {
-		return goroutines(n, d, func(w, i int) {
+		return benchutil.Goroutines(n, 1, d, func(w, i int) {
 			rc.ZAdd(ctx, key("zset"), redis.Z{Score: float64(w % 8), Member: strconv.Itoa(w) + ":" + strconv.Itoa(i)})
 			rc.ZPopMin(ctx, key("zset"), 1)
 		})
@@ -128,7 +128,7 @@ func main() {
 	relLua := luaPairs("`shield.reliable_queue` push + pop + `handle:ack()`", `shield.reliable_queue("pairs_rel")`,
 		`q:push(w); local _, h = q:pop(); if h then h:ack() end`)
 	relGo := &tcase{name: fmt.Sprintf("%d goroutines, `XADD` + `XREADGROUP` + `XACK`", n), run: func(d time.Duration) int {
-		return goroutines(n, d, func(w, _ int) {
+		return benchutil.Goroutines(n, 1, d, func(w, _ int) {
 			rc.XAdd(ctx, &redis.XAddArgs{Stream: key("stream"), Values: []string{"d", strconv.Itoa(w)}})
 			res, err := rc.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c" + strconv.Itoa(w),
 				Streams: []string{key("stream"), ">"}, Count: 1, Block: -1}).Result()
@@ -229,28 +229,6 @@ func newRuntime(mod *shieldglobal.Module) *shieldglobal.Runtime {
 	return rt
 }
 
-// luaTasks runs n tasks for d, each running setup once (w is its index)
-// and then body in a loop, and returns the total iterations.
-func luaTasks(rt *shieldglobal.Runtime, n int, d time.Duration, setup, body string) int {
-	src := fmt.Sprintf(`
-		local n, ms = %d, %d
-		local total, running = 0, n
-		for w = 1, n do
-			shield.spawn(function()
-				%s
-				local deadline = shield.now_ms() + ms
-				local k = 0
-				while shield.now_ms() < deadline do %s; k = k + 1 end
-				total = total + k
-				running = running - 1
-			end)
-		end
-		while running > 0 do shield.sleep(5) end
-		result = total`, n, d.Milliseconds(), setup, body)
-	mustRun(rt, src)
-	return intGlobal(rt, "result")
-}
-
 func mustRun(rt *shieldglobal.Runtime, src string) {
 	if err := rt.RunString(src, "bench.lua"); err != nil {
 		benchutil.Fatalf("lua: %v", err)
@@ -261,26 +239,6 @@ func intGlobal(rt *shieldglobal.Runtime, name string) int {
 	var v int
 	rt.Do(func(L *lua.LState) error { v = int(lua.LVAsNumber(L.GetGlobal(name))); return nil })
 	return v
-}
-
-func goroutines(n int, d time.Duration, op func(w, i int)) int {
-	var total atomic.Int64
-	var wg sync.WaitGroup
-	deadline := time.Now().Add(d)
-	for w := 0; w < n; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			k := 0
-			for time.Now().Before(deadline) {
-				op(w, k)
-				k++
-			}
-			total.Add(int64(k))
-		}()
-	}
-	wg.Wait()
-	return int(total.Load())
 }
 
 var e2eRound atomic.Int64

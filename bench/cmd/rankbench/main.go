@@ -35,8 +35,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -131,7 +129,7 @@ func main() {
 	}
 	luaPair := fmt.Sprintf(`local i = math.random(%d); local j = math.random(%d); if j >= i then j = j + 1 end`, m, m-1)
 	swapLua := &tcase{name: fmt.Sprintf("%d tasks in one runtime, `rank:swap(a, b)`", n), run: func(d time.Duration) int {
-		return luaTasks(rt, n, d, `local r = shield.rank("swap")`, luaPair+`; assert(r:swap("u" .. (i - 1), "u" .. (j - 1)))`)
+		return benchutil.LuaTasks(rt, n, 1, d, `local r = shield.rank("swap")`, luaPair+`; assert(r:swap("u" .. (i - 1), "u" .. (j - 1)))`)
 	}}
 	swapRaw := &tcase{name: fmt.Sprintf("%d goroutines, raw `EVALSHA` of the same swap script", n), run: func(d time.Duration) int {
 		return goroutines(n, d, func(r *mrand.Rand) {
@@ -150,7 +148,7 @@ func main() {
 		})
 	}}
 	upLua := &tcase{name: fmt.Sprintf("%d tasks, `rank:update(uid, score)` + `rank:position(uid)` (pairs)", n), run: func(d time.Duration) int {
-		return luaTasks(rt, n, d, `local r = shield.rank("update")`,
+		return benchutil.LuaTasks(rt, n, 1, d, `local r = shield.rank("update")`,
 			fmt.Sprintf(`local u = "u" .. (math.random(%d) - 1); r:update(u, math.random(1000000)); assert(r:position(u))`, m))
 	}}
 	upRaw := &tcase{name: fmt.Sprintf("%d goroutines, raw `ZADD` + `ZREVRANK` (pairs, plain sorted set)", n), run: func(d time.Duration) int {
@@ -304,51 +302,14 @@ func readScript(name string) string {
 	return string(data)
 }
 
-// luaTasks runs n tasks for d, each running setup once and then body in a
-// loop, and returns the total iterations.
-func luaTasks(rt *shieldglobal.Runtime, n int, d time.Duration, setup, body string) int {
-	src := fmt.Sprintf(`
-		local n, ms = %d, %d
-		local total, running = 0, n
-		for w = 1, n do
-			shield.spawn(function()
-				%s
-				local deadline = shield.now_ms() + ms
-				local k = 0
-				while shield.now_ms() < deadline do %s; k = k + 1 end
-				total = total + k
-				running = running - 1
-			end)
-		end
-		while running > 0 do shield.sleep(5) end
-		result = total`, n, d.Milliseconds(), setup, body)
-	if err := rt.RunString(src, "tasks.lua"); err != nil {
-		benchutil.Fatalf("tasks: %v", err)
-	}
-	var total int
-	rt.Do(func(L *lua.LState) error { total = int(lua.LVAsNumber(L.GetGlobal("result"))); return nil })
-	return total
-}
-
+// goroutines runs op in n goroutines for d, each with a random source of
+// its own, and returns how many ops ran.
 func goroutines(n int, d time.Duration, op func(r *mrand.Rand)) int {
-	var total atomic.Int64
-	var wg sync.WaitGroup
-	deadline := time.Now().Add(d)
-	for w := 0; w < n; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := mrand.New(mrand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
-			k := 0
-			for time.Now().Before(deadline) {
-				op(r)
-				k++
-			}
-			total.Add(int64(k))
-		}()
+	rs := make([]*mrand.Rand, n)
+	for w := range rs {
+		rs[w] = mrand.New(mrand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
 	}
-	wg.Wait()
-	return int(total.Load())
+	return benchutil.Goroutines(n, 1, d, func(w, _ int) { op(rs[w]) })
 }
 
 func medLat[T any](xs []T, f func(T) time.Duration) time.Duration {

@@ -29,8 +29,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -122,13 +120,13 @@ func main() {
 		rates []float64
 	}
 	getLua := &tcase{name: fmt.Sprintf("%d tasks in one runtime, `g:get` (Redis)", n), run: func(d time.Duration) int {
-		return luaTasks(rt, n, d, `local g = shield.global()`, `g:get("k")`)
+		return benchutil.LuaTasks(rt, n, 1, d, `local g = shield.global()`, `g:get("k")`)
 	}}
 	getGo := &tcase{name: fmt.Sprintf("%d goroutines, go-redis `GET`", n), run: func(d time.Duration) int {
-		return goroutines(n, d, func(int, int) { rc.Get(ctx, prefix+"global:k") })
+		return benchutil.Goroutines(n, 1, d, func(int, int) { rc.Get(ctx, prefix+"global:k") })
 	}}
 	getPipe := &tcase{name: fmt.Sprintf("1 goroutine, pipelines of %d `GET`", n), run: func(d time.Duration) int {
-		return goroutines(1, d, func(int, int) {
+		return benchutil.Goroutines(1, 1, d, func(int, int) {
 			p := rc.Pipeline()
 			for i := 0; i < n; i++ {
 				p.Get(ctx, prefix+"global:k")
@@ -137,10 +135,10 @@ func main() {
 		}) * n
 	}}
 	lockLua := &tcase{name: fmt.Sprintf("%d tasks, `distributed_mutex` acquire+release, distinct keys", n), run: func(d time.Duration) int {
-		return luaTasks(rt, n, d, `local l = shield.distributed_mutex("k" .. w)`, `assert(l:acquire()); assert(l:release())`)
+		return benchutil.LuaTasks(rt, n, 1, d, `local l = shield.distributed_mutex("k" .. w)`, `assert(l:acquire()); assert(l:release())`)
 	}}
 	lockGo := &tcase{name: fmt.Sprintf("%d goroutines, bsm/redislock Obtain+Release, distinct keys", n), run: func(d time.Duration) int {
-		return goroutines(n, d, func(w, _ int) {
+		return benchutil.Goroutines(n, 1, d, func(w, _ int) {
 			l, err := rl.Obtain(ctx, prefix+"rl:"+strconv.Itoa(w), 30*time.Second, nil)
 			if err != nil {
 				benchutil.Fatalf("redislock: %v", err)
@@ -241,52 +239,6 @@ func luaLoopNs(rt *shieldglobal.Runtime, body string, n int) float64 {
 		benchutil.Fatalf("loop: %v", err)
 	}
 	return float64(time.Since(start).Nanoseconds()) / float64(n)
-}
-
-// luaTasks runs n tasks for d, each running setup once (w is its index)
-// and then body in a loop, and returns the total iterations.
-func luaTasks(rt *shieldglobal.Runtime, n int, d time.Duration, setup, body string) int {
-	src := fmt.Sprintf(`
-		local n, ms = %d, %d
-		local total, running = 0, n
-		for w = 1, n do
-			shield.spawn(function()
-				%s
-				local deadline = shield.now_ms() + ms
-				local k = 0
-				while shield.now_ms() < deadline do %s; k = k + 1 end
-				total = total + k
-				running = running - 1
-			end)
-		end
-		while running > 0 do shield.sleep(5) end
-		result = total`, n, d.Milliseconds(), setup, body)
-	if err := rt.RunString(src, "tasks.lua"); err != nil {
-		benchutil.Fatalf("tasks: %v", err)
-	}
-	var total int
-	rt.Do(func(L *lua.LState) error { total = int(lua.LVAsNumber(L.GetGlobal("result"))); return nil })
-	return total
-}
-
-func goroutines(n int, d time.Duration, op func(w, i int)) int {
-	var total atomic.Int64
-	var wg sync.WaitGroup
-	deadline := time.Now().Add(d)
-	for w := 0; w < n; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			k := 0
-			for time.Now().Before(deadline) {
-				op(w, k)
-				k++
-			}
-			total.Add(int64(k))
-		}()
-	}
-	wg.Wait()
-	return int(total.Load())
 }
 
 func cpuTime() time.Duration {
