@@ -360,17 +360,7 @@ func (b *lockBinding) release(L *lua.LState, lo *lockObj, a args) int {
 	return b.suspend(L, lo.kind+":release", func(complete func(Result)) func() {
 		h.Release(func(_ int, err error) {
 			b.over(task, h)
-			complete(func() ([]lua.LValue, error) {
-				switch {
-				case err == nil:
-					return resultPair(true, ""), nil
-				case errors.Is(err, lock.ErrLost):
-					return resultPair(false, "lost"), nil
-				case errors.Is(err, lock.ErrNotHeld):
-					return resultPair(false, "not_held"), nil
-				}
-				return nil, err
-			})
+			complete(holdOutcome(err))
 		})
 		return nil
 	})
@@ -391,20 +381,26 @@ func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a args) int {
 	}
 	return b.suspend(L, lo.kind+":extend", func(complete func(Result)) func() {
 		h.Refresh(ttl, func(err error) {
-			complete(func() ([]lua.LValue, error) {
-				switch {
-				case err == nil:
-					return resultPair(true, ""), nil
-				case errors.Is(err, lock.ErrLost):
-					return resultPair(false, "lost"), nil
-				case errors.Is(err, lock.ErrNotHeld):
-					return resultPair(false, "not_held"), nil
-				}
-				return nil, err
-			})
+			complete(holdOutcome(err))
 		})
 		return nil
 	})
+}
+
+// holdOutcome is release's and extend's answer for err: true, or false
+// with "lost" or "not_held"; other errors raise.
+func holdOutcome(err error) Result {
+	return func() ([]lua.LValue, error) {
+		switch {
+		case err == nil:
+			return resultPair(true, ""), nil
+		case errors.Is(err, lock.ErrLost):
+			return resultPair(false, "lost"), nil
+		case errors.Is(err, lock.ErrNotHeld):
+			return resultPair(false, "not_held"), nil
+		}
+		return nil, err
+	}
 }
 
 // l:auto_extend(enabled [, interval_ms]): the watchdog renews the lease

@@ -354,13 +354,7 @@ func BenchmarkFiring(b *testing.B) {
 	step := func() {
 		clk.now.Add(int64(time.Millisecond))
 		e.runDue()
-		e.mu.Lock()
-		msgs, e.inbox = e.inbox, msgs[:0]
-		e.mu.Unlock()
-		for i := range msgs {
-			msgs[i].handle(e)
-			msgs[i] = message{}
-		}
+		msgs = e.handleInbox(msgs)
 		e.arm()
 	}
 	if err := e.call(func() {

@@ -77,6 +77,21 @@ func (e *Engine) call(fn func()) error {
 	}
 }
 
+// handleInbox takes the messages posted so far, swapping in spare (the
+// slice the last call returned, so the two alternate and nothing is
+// allocated), and handles them. Loop only.
+func (e *Engine) handleInbox(spare []message) []message {
+	e.mu.Lock()
+	msgs := e.inbox
+	e.inbox = spare[:0]
+	e.mu.Unlock()
+	for i := range msgs {
+		msgs[i].handle(e)
+		msgs[i] = message{}
+	}
+	return msgs
+}
+
 func (e *Engine) loop() {
 	defer close(e.loopDone)
 	var msgs []message
@@ -86,13 +101,7 @@ func (e *Engine) loop() {
 		case <-e.quit:
 			return
 		}
-		e.mu.Lock()
-		msgs, e.inbox = e.inbox, msgs[:0]
-		e.mu.Unlock()
-		for i := range msgs {
-			msgs[i].handle(e)
-			msgs[i] = message{}
-		}
+		msgs = e.handleInbox(msgs)
 		e.runDue()
 		e.flushIO()
 		e.arm()

@@ -23,6 +23,7 @@ import (
 // its own bookkeeping. Close releases the descriptor and ends the goroutine.
 type fdTimer struct {
 	f     *os.File
+	rc    syscall.RawConn // f's, for timerfd_settime while f is open
 	fn    func()
 	armed atomic.Bool
 }
@@ -36,7 +37,13 @@ func sysAfterFunc(d time.Duration, f func()) Timer {
 	if errno != 0 {
 		return time.AfterFunc(d, f)
 	}
-	t := &fdTimer{f: os.NewFile(fd, "scheduler timerfd"), fn: f}
+	file := os.NewFile(fd, "scheduler timerfd")
+	rc, err := file.SyscallConn()
+	if err != nil {
+		file.Close()
+		return time.AfterFunc(d, f)
+	}
+	t := &fdTimer{f: file, rc: rc, fn: f}
 	go t.run()
 	t.Reset(d)
 	return t
@@ -75,12 +82,8 @@ type itimerspec struct{ interval, value syscall.Timespec }
 
 func (t *fdTimer) set(d time.Duration) {
 	spec := itimerspec{value: syscall.NsecToTimespec(int64(d))}
-	rc, err := t.f.SyscallConn()
-	if err != nil {
-		return
-	}
 	// Control keeps the descriptor open for the call (a closed timer is a no-op).
-	_ = rc.Control(func(fd uintptr) {
+	_ = t.rc.Control(func(fd uintptr) {
 		syscall.Syscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
 	})
 }

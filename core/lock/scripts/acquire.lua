@@ -27,26 +27,26 @@
 -- Time is the server's (TIME), in milliseconds.
 
 local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local owner = ARGV[1]
 local flags = ARGV[2]
+local exclusive = string.byte(flags, 1) == 120 -- 'x'
+local ttl = tonumber(ARGV[3])
 
 -- Fast path: an exclusive attempt on a lock that nobody holds, reads,
 -- queues or waits for (no lock hash, readers, fair queue or writers) is
--- granted at once.
-if string.byte(flags, 1) == 120 and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[4], KEYS[7]) == 0 then
-  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+-- granted at once. Numbers go to Redis as they are (integers below 2^53
+-- print exactly), without string.format.
+if exclusive and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[4], KEYS[7]) == 0 then
   local token = redis.call('INCR', KEYS[6])
   redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', token, 'acquired_at', now)
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return {1, token, 1, now, tonumber(ARGV[3])}
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return {1, token, 1, now, ttl}
 end
 
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local exclusive = string.byte(flags, 1) == 120 -- 'x'
 local reentrant = string.byte(flags, 2) == 49 -- '1'
 local fair = string.byte(flags, 3) == 49
 local waiting = string.byte(flags, 4) == 49
-local ttl = tonumber(ARGV[3])
 local wttl = tonumber(ARGV[4])
 
 local function ms(x) return string.format('%d', x) end
