@@ -352,16 +352,16 @@ func (e *Engine) onControl(c controlMsg) {
 	switch c.Op {
 	case ctlResync:
 		for _, t := range e.tasks {
-			if t.dist {
+			if t.distributed() {
 				e.resync(t)
 			}
 		}
 	case ctlUpdate:
-		if t := e.tasks[c.Name]; t != nil && t.dist {
+		if t := e.tasks[c.Name]; t != nil && t.distributed() {
 			e.resync(t)
 		}
 	default:
-		if t := e.tasks[c.Name]; t != nil && t.dist {
+		if t := e.tasks[c.Name]; t != nil && t.distributed() {
 			e.applyControl(c, false)
 		}
 	}

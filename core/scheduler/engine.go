@@ -448,7 +448,7 @@ func (e *Engine) control(name string, op controlOp) *store.Op[struct{}] {
 			// removal by another process did not reach this one): drop it.
 			here := false
 			if err := e.call(func() {
-				if t := e.tasks[name]; t != nil && t.dist {
+				if t := e.tasks[name]; t != nil && t.distributed() {
 					e.drop(t)
 					here = true
 				}

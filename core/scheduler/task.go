@@ -22,8 +22,7 @@ type task struct {
 	rr      int       // next runner, round robin
 	one     [1]runner // runners' storage while there is one (the common case)
 
-	dist    bool // (the flags side by side: the struct fits a smaller size class)
-	paused  bool
+	paused  bool // (the flags side by side: the struct fits a smaller size class)
 	removed bool
 	fire    item // the next firing (distributed: its claim)
 	next    int64
@@ -32,6 +31,9 @@ type task struct {
 
 	*distState // distributed tasks only; nil for a local one
 }
+
+// distributed reports whether t is a distributed task.
+func (t *task) distributed() bool { return t.distState != nil }
 
 // distState is what only a distributed task needs.
 type distState struct {
@@ -85,7 +87,7 @@ func (t *task) cache(r record) {
 }
 
 func (t *task) info() Info {
-	info := Info{Name: t.name, Kind: t.tl.s.kind, Schedule: t.tl.s.text, Distributed: t.dist,
+	info := Info{Name: t.name, Kind: t.tl.s.kind, Schedule: t.tl.s.text, Distributed: t.distributed(),
 		Running: t.running, Registered: true, Status: StatusActive}
 	if t.tl.s.kind == KindCron {
 		info.Timezone = t.opts.loc.String()
@@ -127,7 +129,7 @@ func (e *Engine) install(tk Task, opts resolved, reg *registered) (Info, error) 
 		return Info{}, fmt.Errorf("%w: task %q is a %s task, not %s", ErrKindConflict, tk.Name, t.tl.s.kind, tk.Schedule.kind)
 	}
 	var keep []runner
-	if t != nil && t.dist != dist {
+	if t != nil && t.distributed() != dist {
 		// Switching between local and distributed: start afresh, keeping
 		// the other owners' registrations (they are not gone).
 		keep = slices.Clone(t.runners)
@@ -142,7 +144,7 @@ func (e *Engine) install(tk Task, opts resolved, reg *registered) (Info, error) 
 		}
 	}
 	if t == nil {
-		t = &task{name: tk.Name, dist: dist}
+		t = &task{name: tk.Name}
 		t.fire = item{kind: itemFire, task: t, idx: -1}
 		if dist {
 			t.distState = &distState{}
@@ -263,7 +265,7 @@ func (e *Engine) planLocal(t *task, after int64) {
 func (e *Engine) handle(it *item, now int64) {
 	switch it.kind {
 	case itemFire:
-		if it.task.dist {
+		if it.task.distributed() {
 			e.claimDue(it.task)
 		} else {
 			e.fireLocal(it.task, it.fire, now/int64(time.Millisecond))
@@ -313,7 +315,7 @@ func (e *Engine) fireLocal(t *task, fire, nowMs int64) {
 // startFiring starts a firing of t unless Overlap skips it. base carries
 // the firing's flags (Late, Local, Recovered, Manual).
 func (e *Engine) startFiring(t *task, fire int64, base Firing) {
-	if t.running > 0 && t.opts.Overlap == OverlapSkip && !t.dist && !base.Manual {
+	if t.running > 0 && t.opts.Overlap == OverlapSkip && !t.distributed() && !base.Manual {
 		t.stats.skipped++
 		e.emit(t, Event{Kind: EventSkipped, Firing: Firing{Task: t.name, Scheduled: time.UnixMilli(fire)}})
 		return
@@ -395,7 +397,7 @@ func (e *Engine) startAttempt(r *run) {
 // firingNowMs is now on the clock t's fire times are on: the Store's (as
 // estimated) for a distributed task, the local one otherwise.
 func (e *Engine) firingNowMs(t *task) int64 {
-	if t.dist {
+	if t.distributed() {
 		return e.storeNowMs()
 	}
 	return e.nowNs() / int64(time.Millisecond)
@@ -448,9 +450,9 @@ func (e *Engine) endRun(r *run, err error) {
 	r.ended = true
 	t := r.task
 	e.unschedule(&r.wait)
-	if !t.dist || r.base.Local {
+	if !t.distributed() || r.base.Local {
 		e.unschedule(&r.hb)
-		if !t.dist {
+		if !t.distributed() {
 			t.stats.runCount++
 			t.stats.lastRun = r.first / int64(time.Millisecond)
 			if r.base.Late {
@@ -488,7 +490,7 @@ func (e *Engine) runEnded(r *run) {
 	// off the heaps, a late done carries an older gen), so it is reused:
 	// one allocation less per firing. A distributed one may still have
 	// Store replies on the way.
-	if !t.dist && len(e.free) < maxFree {
+	if !t.distributed() && len(e.free) < maxFree {
 		e.free = append(e.free, r)
 	}
 }
@@ -516,7 +518,7 @@ func (e *Engine) discard(t *task) {
 	t.removed = true
 	t.next = 0
 	e.unschedule(&t.fire)
-	if t.dist {
+	if t.distributed() {
 		e.unschedule(&t.probe)
 		e.unschedule(&t.sync)
 	}
@@ -552,7 +554,7 @@ func (e *Engine) detach(owner string) {
 // control of a local task (no Store involved).
 func (e *Engine) applyControl(c controlMsg, local bool) bool {
 	t := e.tasks[c.Name]
-	if t == nil || (local && t.dist) {
+	if t == nil || (local && t.distributed()) {
 		return false
 	}
 	switch c.Op {
@@ -565,7 +567,7 @@ func (e *Engine) applyControl(c controlMsg, local bool) bool {
 			return true
 		}
 		t.paused = false
-		if t.dist {
+		if t.distributed() {
 			t.cursor = max(t.cursor, e.storeNowMs())
 			e.planDist(t)
 		} else {
@@ -582,7 +584,7 @@ func (e *Engine) beginClose(idle chan struct{}) {
 	e.closing = true
 	for _, t := range e.tasks {
 		e.unschedule(&t.fire)
-		if t.dist {
+		if t.distributed() {
 			e.unschedule(&t.probe)
 		}
 		t.next = 0
