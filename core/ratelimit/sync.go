@@ -120,6 +120,20 @@ type call struct {
 	op   *store.Op[shareReply]
 }
 
+// appendCalls appends the calls that report reps, keysPerCall keys each;
+// with no reps, one call that only registers the process (or says bye).
+func (l *TokenBucket) appendCalls(calls []*call, reps []report, bye bool) []*call {
+	if len(reps) == 0 {
+		return append(calls, l.call(nil, bye))
+	}
+	for len(reps) > 0 {
+		n := min(len(reps), keysPerCall)
+		calls = append(calls, l.call(reps[:n], bye))
+		reps = reps[n:]
+	}
+	return calls
+}
+
 func (l *TokenBucket) call(reps []report, bye bool) *call {
 	s := l.set
 	keys := make([]string, 0, len(reps)+1)
@@ -190,14 +204,7 @@ func (s *Set) round(kind roundKind) error {
 		if len(reps) == 0 && !register {
 			continue
 		}
-		if len(reps) == 0 {
-			calls = append(calls, l.call(nil, false))
-		}
-		for len(reps) > 0 {
-			n := min(len(reps), keysPerCall)
-			calls = append(calls, l.call(reps[:n], false))
-			reps = reps[n:]
-		}
+		calls = l.appendCalls(calls, reps, false)
 	}
 	if len(calls) == 0 && kind != roundFull {
 		return nil
@@ -465,14 +472,7 @@ func (s *Set) farewell() {
 			}
 			sh.mu.Unlock()
 		}
-		if len(reps) == 0 {
-			calls = append(calls, l.call(nil, true))
-		}
-		for len(reps) > 0 {
-			n := min(len(reps), keysPerCall)
-			calls = append(calls, l.call(reps[:n], true))
-			reps = reps[n:]
-		}
+		calls = l.appendCalls(calls, reps, true)
 	}
 	if err := s.exec(calls, true, true); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn("rate limiter could not hand its shares back at stop; they end with their leases", "error", err)
