@@ -29,7 +29,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -205,7 +204,7 @@ func main() {
 		{"`lua.NewState()` (the README's embedding)", func() *lua.LState { return lua.NewState() }},
 		{"`lua.NewState(shieldglobal.StateOptions())` (the `shield` CLI's state: 2 000-level recursion)", func() *lua.LState { return lua.NewState(shieldglobal.StateOptions()) }},
 	} {
-		heap, spawn := parked(mem, st.L(), *flagParked)
+		heap, spawn, _ := benchutil.Parked(mem, st.L(), *flagParked)
 		fmt.Printf("| %s | %.1f KB | %.1f µs |\n", st.name, heap/1024, spawn/1e3)
 	}
 	fmt.Println()
@@ -241,48 +240,10 @@ func luaLoopNs(rt *shieldglobal.Runtime, body string, n int) float64 {
 	return float64(time.Since(start).Nanoseconds()) / float64(n)
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // cpuPerOp returns µs of this process's CPU per op of run (ops ops).
 func cpuPerOp(ops int, run func()) float64 {
 	runtime.GC()
-	start := cpuTime()
+	start := benchutil.CPUTime()
 	run()
-	return float64((cpuTime() - start).Nanoseconds()) / float64(ops) / 1e3
-}
-
-// parked spawns n tasks that sleep, and returns the Go heap growth per
-// task (bytes) and the spawn time per task (ns).
-func parked(mod *shieldglobal.Module, L *lua.LState, n int) (heap, spawn float64) {
-	rt := newRuntime(mod, L)
-	defer func() { rt.Close(time.Second); L.Close() }()
-	if err := rt.RunString(`shield.sleep(1)`, "warm.lua"); err != nil {
-		benchutil.Fatalf("parked: %v", err)
-	}
-	before := heapInUse()
-	start := time.Now()
-	// Spawned tasks start on a later loop turn: wait until every one has
-	// started, or the clock could stop before them.
-	src := fmt.Sprintf(`local started = 0
-		for i = 1, %d do shield.spawn(function() started = started + 1; shield.sleep(600000) end) end
-		while started < %d do shield.sleep(0) end`, n, n)
-	if err := rt.RunString(src, "spawn.lua"); err != nil {
-		benchutil.Fatalf("parked: %v", err)
-	}
-	rt.Do(func(*lua.LState) error { return nil })
-	took := time.Since(start)
-	after := heapInUse()
-	return float64(after-before) / float64(n), float64(took.Nanoseconds()) / float64(n)
-}
-
-func heapInUse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
+	return float64((benchutil.CPUTime() - start).Nanoseconds()) / float64(ops) / 1e3
 }
