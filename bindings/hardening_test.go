@@ -90,6 +90,56 @@ func TestSlowTaskIsLoggedOnceWithItsLine(t *testing.T) {
 	}
 }
 
+// The monitor asks the VM for the line and reports once it answers: a
+// probe that lands while the task is inside a Go function waits for the
+// task to run Lua again (up to another threshold), instead of reporting
+// "(inside a Go function)" on the next tick (which, with this watcher's
+// ticks back to back after a delay, was also what a loaded machine got
+// for a task spinning in Lua).
+func TestSlowTaskLineWaitsForTheVM(t *testing.T) {
+	var logs syncBuffer
+	const threshold = 200 * time.Millisecond // the watcher ticks every 50 ms
+	rt := newTestRuntime(t, &Services{Log: logTo(&logs), SlowTask: threshold})
+	if err := rt.Do(func(L *lua.LState) error {
+		// 300 ms: past the probe (at 200-250 ms) and its next tick, well
+		// before another threshold has passed.
+		L.SetGlobal("go_busy", L.NewFunction(func(*lua.LState) int { time.Sleep(300 * time.Millisecond); return 0 }))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, rt, `
+		go_busy()
+		local t0 = os.clock()
+		while os.clock() - t0 < 0.4 do end
+		shield.sleep(1)`)
+	out := logs.String()
+	if n := strings.Count(out, "task has run without yielding"); n != 1 {
+		t.Fatalf("want one warning, got %d:\n%s", n, out)
+	}
+	if !strings.Contains(out, "at=test.lua:3") && !strings.Contains(out, "at=test.lua:4") { // the first instruction after go_busy, or the loop
+		t.Fatalf("the warning does not give the line the task ran on after the Go function:\n%s", out)
+	}
+}
+
+// A task that stays inside a Go function is still reported, one more
+// threshold later, as inside a Go function.
+func TestSlowTaskInsideAGoFunction(t *testing.T) {
+	var logs syncBuffer
+	rt := newTestRuntime(t, &Services{Log: logTo(&logs), SlowTask: 100 * time.Millisecond})
+	if err := rt.Do(func(L *lua.LState) error {
+		L.SetGlobal("go_busy", L.NewFunction(func(*lua.LState) int { time.Sleep(600 * time.Millisecond); return 0 }))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, rt, `go_busy(); shield.sleep(1)`)
+	out := logs.String()
+	if strings.Count(out, "task has run without yielding") != 1 || !strings.Contains(out, `at="(inside a Go function)"`) {
+		t.Fatalf("want one warning at a Go function:\n%s", out)
+	}
+}
+
 func TestSleepBounds(t *testing.T) {
 	rt := newTestRuntime(t, nil)
 	for _, src := range []string{`shield.sleep(1e13)`, `shield.sleep(2^63)`} {

@@ -191,6 +191,7 @@ func (rt *Runtime) watch(stop <-chan struct{}) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var reported, probed uint64
+	var probedAt int64
 	var probing atomic.Bool
 	for {
 		select {
@@ -211,15 +212,22 @@ func (rt *Runtime) watch(stop <-chan struct{}) {
 		if start == 0 || seq == reported || time.Duration(nanotime()-start) < m.threshold {
 			continue
 		}
-		if probed != seq { // ask the VM for the line; report on the next tick
-			probed = seq
+		if probed != seq { // ask the VM for the line; report once it answers
+			probed, probedAt = seq, nanotime()
 			rt.vm.line.Store(nil)
 			rt.vm.probe()
 			continue
 		}
+		p := rt.vm.line.Load()
+		if p == nil && time.Duration(nanotime()-probedAt) < m.threshold {
+			// No instruction ran since the probe: the task is inside a Go
+			// function, or this goroutine ran two ticks back to back after
+			// a delay and the loop has not had its turn yet.
+			continue
+		}
 		reported = seq
 		line := "(inside a Go function)"
-		if p := rt.vm.line.Load(); p != nil && *p != "" {
+		if p != nil && *p != "" {
 			line = *p
 		}
 		name := "?"

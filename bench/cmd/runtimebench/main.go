@@ -9,7 +9,9 @@
 //     against bsm/redislock with 32 goroutines;
 //   - CPU time per g:get of one task against one goroutine's GET;
 //   - Go heap per task parked in shield.sleep, and spawn time, at 10 000
-//     tasks, with lua.NewState() defaults and with the CLI's state.
+//     tasks, with lua.NewState() defaults and with the CLI's state, in this
+//     process after the other cases (which spawns faster than a fresh
+//     process: cmd/spawnbench measures fresh processes).
 //
 // Throughput cases run in interleaved rounds (round 1 of every case, then
 // round 2, ...); each ratio is computed per round and the median of the
@@ -23,7 +25,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"log/slog"
 	"os"
 	"runtime"
@@ -36,6 +37,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	shieldglobal "github.com/shieldrt/shieldglobal"
+	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"github.com/shieldrt/shieldglobal/bindings"
 	"github.com/shieldrt/shieldglobal/config"
 )
@@ -197,15 +199,9 @@ func main() {
 
 	// ---- parked tasks
 	fmt.Printf("## %d tasks parked in `shield.sleep`\n\n| Lua state | Go heap per parked task | spawn time per task |\n|---|---|---|\n", *flagParked)
-	for _, st := range []struct {
-		name string
-		L    func() *lua.LState
-	}{
-		{"`lua.NewState()` (the README's embedding)", func() *lua.LState { return lua.NewState() }},
-		{"`lua.NewState(shieldglobal.StateOptions())` (the `shield` CLI's state: 2 000-level recursion)", func() *lua.LState { return lua.NewState(shieldglobal.StateOptions()) }},
-	} {
+	for _, st := range benchutil.ParkedStates {
 		heap, spawn, _ := benchutil.Parked(mem, st.L(), *flagParked)
-		fmt.Printf("| %s | %.1f KB | %.1f µs |\n", st.name, heap/1024, spawn/1e3)
+		fmt.Printf("| %s | %.1f KB | %.1f µs |\n", st.Name, heap/1024, spawn/1e3)
 	}
 	fmt.Println()
 }

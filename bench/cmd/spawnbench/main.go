@@ -21,8 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-
-	lua "github.com/yuin/gopher-lua"
+	"slices"
 
 	shieldglobal "github.com/shieldrt/shieldglobal"
 	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
@@ -32,24 +31,19 @@ import (
 var (
 	flagTasks  = flag.Int("tasks", 10000, "tasks parked in shield.sleep")
 	flagRounds = flag.Int("rounds", 5, "fresh processes per Lua state")
-	flagChild  = flag.String("child", "", "internal: measure this state once and print the result as JSON")
+	flagChild  = flag.Int("child", -1, "internal: measure state N of benchutil.ParkedStates once and print the result as JSON")
 )
 
-type state struct {
-	name string
-	new  func() *lua.LState
-}
-
-var states = []state{
-	{"`lua.NewState()` (the README's embedding)", func() *lua.LState { return lua.NewState() }},
-	{"`lua.NewState(shieldglobal.StateOptions())` (the `shield` CLI's state)", func() *lua.LState { return lua.NewState(shieldglobal.StateOptions()) }},
-}
+var states = benchutil.ParkedStates
 
 type result struct{ Heap, Wall, CPU float64 }
 
 func main() {
 	flag.Parse()
-	if *flagChild != "" {
+	if *flagTasks < 1 || *flagRounds < 1 {
+		benchutil.Fatalf("-tasks and -rounds must be at least 1")
+	}
+	if *flagChild >= 0 {
 		child(*flagChild)
 		return
 	}
@@ -60,15 +54,17 @@ func main() {
 	runs := make([][]result, len(states))
 	for r := range *flagRounds {
 		for i := range states {
-			out, err := exec.Command(self, "-tasks", fmt.Sprint(*flagTasks), "-child", fmt.Sprint(i)).Output()
+			cmd := exec.Command(self, "-tasks", fmt.Sprint(*flagTasks), "-child", fmt.Sprint(i))
+			cmd.Stderr = os.Stderr
+			out, err := cmd.Output()
 			if err != nil {
-				benchutil.Fatalf("round %d, %s: %v", r+1, states[i].name, err)
+				benchutil.Fatalf("round %d, %s: %v", r+1, states[i].Name, err)
 			}
 			var res result
 			if err := json.Unmarshal(out, &res); err != nil {
 				benchutil.Fatalf("round %d: %v (%q)", r+1, err, out)
 			}
-			fmt.Fprintf(os.Stderr, "spawnbench: round %d/%d %s: %.1f µs, %.1f µs CPU\n", r+1, *flagRounds, states[i].name, res.Wall/1e3, res.CPU/1e3)
+			fmt.Fprintf(os.Stderr, "spawnbench: round %d/%d %s: %.1f µs, %.1f µs CPU\n", r+1, *flagRounds, states[i].Name, res.Wall/1e3, res.CPU/1e3)
 			runs[i] = append(runs[i], res)
 		}
 	}
@@ -83,17 +79,16 @@ func main() {
 			return xs
 		}
 		walls := pick(func(r result) float64 { return r.Wall / 1e3 })
-		fmt.Printf("| %s | %.1f KB | %.1f µs (%.1f–%.1f) | %.1f µs |\n", st.name,
+		fmt.Printf("| %s | %.1f KB | %.1f µs (%.1f–%.1f) | %.1f µs |\n", st.Name,
 			benchutil.Median(pick(func(r result) float64 { return r.Heap / 1024 })),
-			benchutil.Median(walls), minOf(walls), maxOf(walls),
+			benchutil.Median(walls), slices.Min(walls), slices.Max(walls),
 			benchutil.Median(pick(func(r result) float64 { return r.CPU / 1e3 })))
 	}
 }
 
-func child(which string) {
-	var i int
-	if _, err := fmt.Sscan(which, &i); err != nil || i < 0 || i >= len(states) {
-		benchutil.Fatalf("-child %q: no such state", which)
+func child(i int) {
+	if i >= len(states) {
+		benchutil.Fatalf("-child %d: no such state", i)
 	}
 	mod, err := shieldglobal.New(config.Default(), shieldglobal.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
@@ -101,24 +96,8 @@ func child(which string) {
 	}
 	defer mod.Close()
 	var res result
-	res.Heap, res.Wall, res.CPU = benchutil.Parked(mod, states[i].new(), *flagTasks)
+	res.Heap, res.Wall, res.CPU = benchutil.Parked(mod, states[i].L(), *flagTasks)
 	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
 		benchutil.Fatalf("%v", err)
 	}
-}
-
-func minOf(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs[1:] {
-		m = min(m, x)
-	}
-	return m
-}
-
-func maxOf(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs[1:] {
-		m = max(m, x)
-	}
-	return m
 }

@@ -11,6 +11,19 @@ import (
 	shieldglobal "github.com/shieldrt/shieldglobal"
 )
 
+// LuaState is a way of making the Lua state a runtime is given.
+type LuaState struct {
+	Name string
+	L    func() *lua.LState
+}
+
+// ParkedStates are the two states the parked-task figures are given for:
+// gopher-lua's defaults, as the README embeds it, and the shield CLI's.
+var ParkedStates = []LuaState{
+	{"`lua.NewState()` (the README's embedding)", func() *lua.LState { return lua.NewState() }},
+	{"`lua.NewState(shieldglobal.StateOptions())` (the `shield` CLI's state: 2 000-level recursion)", func() *lua.LState { return lua.NewState(shieldglobal.StateOptions()) }},
+}
+
 // Parked spawns n tasks that park in shield.sleep on a runtime of mod over
 // L, and returns the Go heap each parked task holds (bytes), and the wall
 // and CPU time (getrusage, GC included) per spawn (ns). Spawned tasks start
@@ -24,7 +37,7 @@ func Parked(mod *shieldglobal.Module, L *lua.LState, n int) (heap, wall, cpu flo
 	if err := rt.RunString(`shield.sleep(1)`, "warm.lua"); err != nil {
 		Fatalf("parked: %v", err)
 	}
-	before := heapInUse()
+	before := heapAlloc()
 	start, cpu0 := time.Now(), CPUTime()
 	src := fmt.Sprintf(`local started = 0
 		for i = 1, %d do shield.spawn(function() started = started + 1; shield.sleep(600000) end) end
@@ -34,8 +47,8 @@ func Parked(mod *shieldglobal.Module, L *lua.LState, n int) (heap, wall, cpu flo
 	}
 	rt.Do(func(*lua.LState) error { return nil })
 	took, burnt := time.Since(start), CPUTime()-cpu0
-	after := heapInUse()
-	return float64(after-before) / float64(n), float64(took.Nanoseconds()) / float64(n), float64(burnt.Nanoseconds()) / float64(n)
+	after := heapAlloc()
+	return float64(int64(after)-int64(before)) / float64(n), float64(took.Nanoseconds()) / float64(n), float64(burnt.Nanoseconds()) / float64(n)
 }
 
 // CPUTime is the process's CPU time so far (user + system, every thread).
@@ -47,7 +60,8 @@ func CPUTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func heapInUse() uint64 {
+// heapAlloc is the live heap after two collections.
+func heapAlloc() uint64 {
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
