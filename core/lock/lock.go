@@ -83,6 +83,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/core/lock/local"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/argerr"
 )
 
 // The errors of the package (returned wrapped; match them with errors.Is).
@@ -303,7 +304,7 @@ func opErr(op, name string, err error) error {
 
 // invalid returns an ErrInvalid error.
 func invalid(op, name, msg string) error {
-	return fmt.Errorf("lock: %s %q: %w: %s", op, name, ErrInvalid, msg)
+	return argerr.New(ErrInvalid, "lock", op, name, msg)
 }
 
 // checkName reports a name that cannot be used (ErrInvalid).

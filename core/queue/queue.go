@@ -57,6 +57,7 @@ import (
 	"time"
 
 	"github.com/shieldrt/shieldglobal/config"
+	"github.com/shieldrt/shieldglobal/internal/argerr"
 )
 
 // Errors returned (wrapped) by the queues. Expected outcomes are ErrEmpty,
@@ -302,7 +303,7 @@ func checkName(what, name string) error {
 
 // invalid returns an ErrInvalid error for op on queue name.
 func invalid(op, name, format string, args ...any) error {
-	return fmt.Errorf("queue: %s %q: %w: %s", op, name, ErrInvalid, fmt.Sprintf(format, args...))
+	return argerr.New(ErrInvalid, "queue", op, name, fmt.Sprintf(format, args...))
 }
 
 // opErr wraps an infrastructure error with the operation and queue.

@@ -81,6 +81,7 @@ import (
 	"time"
 
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/argerr"
 )
 
 // Errors returned (wrapped) by Board operations and Backend.Board.
@@ -416,7 +417,7 @@ func opErr(op, name string, err error) error {
 
 // invalid returns an ErrInvalid error naming the operation and board.
 func invalid(op, name, format string, args ...any) error {
-	return fmt.Errorf("rank: %s %q: %w: %s", op, name, ErrInvalid, fmt.Sprintf(format, args...))
+	return argerr.New(ErrInvalid, "rank", op, name, fmt.Sprintf(format, args...))
 }
 
 // failed is an operation refused before any I/O.
