@@ -413,7 +413,14 @@ func (l *TokenBucket) apply(reps []report, rep shareReply) {
 		k.overflow -= r.overflow
 		k.rejects -= r.rejects
 		if r.provisional {
-			k.level -= r.level // the guess's tokens were never paid for
+			// The guess's tokens were never paid for: the reply's delta
+			// replaces the level reported. The provisional spends made
+			// while the report was on its way came out of that level, so
+			// the lease pays for them as well; left in provUsed, the next
+			// report would charge them to the pool a second time (a debt
+			// for tokens spent once).
+			k.level -= r.level
+			k.provUsed -= min(k.provUsed, max(r.level, 0))
 		}
 		k.level += sr.delta
 		k.rate, k.cap = sr.rate, sr.burst

@@ -283,7 +283,9 @@ describe("broadcast queue", function()
 		local s1 = q:subscribe("good", function() good = good + 1 end)
 		local s2 = q:subscribe("bad", function() bad = bad + 1; error("cannot") end)
 		q:push("x")
-		assert.is_true(wait_for(function() return bad == 2 and q:dead_letter():length() == 1 end))
+		-- The groups consume independently: the good one may get x after
+		-- the bad one has given up on it.
+		assert.is_true(wait_for(function() return bad == 2 and good == 1 and q:dead_letter():length() == 1 end))
 		assert.are.equal(1, good)
 		local l = q:dead_letter():range()[1]
 		assert.are.equal("bad", l.group)
