@@ -256,6 +256,11 @@ func TestOpsAfterSentinelFailover(t *testing.T) {
 	if _, err := echoOp(c, "{f}", "1").Do(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Replication is asynchronous: without this, stopping the master could
+	// lose the increment the replica had not received yet.
+	if n, err := c.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT for the replica: %d %v", n, err)
+	}
 	if err := rc.ScriptFlush(ctx).Err(); err != nil { // the new master will not have the script
 		t.Fatal(err)
 	}
