@@ -261,8 +261,9 @@ func TestOpsMetricsObserveEvents(t *testing.T) {
 	rt := newRuntime(t, m)
 	if err := rt.RunString(`
 		local mu = shield.mutex("ev")
-		shield.spawn(function() mu:acquire(); shield.sleep(30); mu:release() end)
-		shield.sleep(1)
+		local held = false
+		shield.spawn(function() mu:acquire(); held = true; shield.sleep(30); mu:release() end)
+		while not held do shield.sleep(0) end -- the spawned task starts on a later turn
 		mu:acquire(); mu:release()
 		local s = shield.scheduler()
 		s:interval("tick", 20, function() ticks = (ticks or 0) + 1 end)

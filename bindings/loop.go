@@ -151,12 +151,17 @@ func (rt *Runtime) turns() []batchItem {
 			})
 			last = nil
 		}
+		// The loop's own posts first: the tasks spawned (and the yields
+		// and zero sleeps) of the turns before start before any callback
+		// another goroutine posted meanwhile, so a task spawned before its
+		// spawner sleeps runs before the spawner's timer resumes it, and
+		// before Redis replies resume anyone, however late this turn is.
+		for _, fn := range local {
+			rt.runPosted(fn)
+		}
 		for i, fn := range posted {
 			rt.runPosted(fn)
 			posted[i] = nil
-		}
-		for _, fn := range local {
-			rt.runPosted(fn)
 		}
 		rt.mu.Lock()
 		if rt.spare == nil {

@@ -171,6 +171,30 @@ func TestArgumentErrorsNameTheCallAndLine(t *testing.T) {
 	}
 }
 
+// A task spawned before its spawner sleeps starts before the spawner's
+// timer resumes it, even when the turn that starts it comes late: here
+// another task spins for 20 ms after the spawner slept 1 ms, so the timer
+// has fired by the next turn (which ran it first and the spawned task
+// after).
+func TestSpawnedTaskStartsBeforeALaterTimer(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	mustRun(t, rt, `
+		local b_ran = false
+		shield.spawn(function()
+			shield.spawn(function() b_ran = true end)
+			shield.sleep(1)
+			saw = b_ran
+		end)
+		shield.spawn(function() -- runs in the same turn, after the first
+			local t0 = os.clock()
+			while os.clock() - t0 < 0.02 do end
+		end)
+		shield.sleep(100)`)
+	if saw := global(t, rt, "saw"); saw != lua.LTrue {
+		t.Fatalf("the spawner woke from its 1 ms sleep before the task it spawned started (saw %v)", saw)
+	}
+}
+
 func TestOwnerIdentity(t *testing.T) {
 	rt := newTestRuntime(t, &Services{Owner: Owner{NodeID: "node-1", ServiceID: 12345, Instance: "ab12"}})
 	mustRun(t, rt, `
