@@ -74,17 +74,32 @@ func TestCloseInterruptsATaskThatNeverYields(t *testing.T) {
 	}
 }
 
-func TestSlowTaskIsLoggedOnceWithItsLine(t *testing.T) {
+// slowTaskRun runs src on a runtime that logs tasks running threshold
+// without yielding, with go_busy() a Go function that takes busy, and
+// returns the log after checking it holds exactly one such warning.
+func slowTaskRun(t *testing.T, threshold, busy time.Duration, src string) string {
+	t.Helper()
 	var logs syncBuffer
-	rt := newTestRuntime(t, &Services{Log: logTo(&logs), SlowTask: 50 * time.Millisecond})
-	mustRun(t, rt, `
-		local t0 = os.clock()
-		while os.clock() - t0 < 0.4 do end
-		shield.sleep(1)`)
+	rt := newTestRuntime(t, &Services{Log: logTo(&logs), SlowTask: threshold})
+	if err := rt.Do(func(L *lua.LState) error {
+		L.SetGlobal("go_busy", L.NewFunction(func(*lua.LState) int { time.Sleep(busy); return 0 }))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, rt, src)
 	out := logs.String()
 	if n := strings.Count(out, "task has run without yielding"); n != 1 {
 		t.Fatalf("want one warning, got %d:\n%s", n, out)
 	}
+	return out
+}
+
+func TestSlowTaskIsLoggedOnceWithItsLine(t *testing.T) {
+	out := slowTaskRun(t, 50*time.Millisecond, 0, `
+		local t0 = os.clock()
+		while os.clock() - t0 < 0.4 do end
+		shield.sleep(1)`)
 	if !strings.Contains(out, "task=test.lua") || !strings.Contains(out, "at=test.lua:3") {
 		t.Fatalf("the warning lacks the task or its line:\n%s", out)
 	}
@@ -97,26 +112,14 @@ func TestSlowTaskIsLoggedOnceWithItsLine(t *testing.T) {
 // ticks back to back after a delay, was also what a loaded machine got
 // for a task spinning in Lua).
 func TestSlowTaskLineWaitsForTheVM(t *testing.T) {
-	var logs syncBuffer
-	const threshold = 200 * time.Millisecond // the watcher ticks every 50 ms
-	rt := newTestRuntime(t, &Services{Log: logTo(&logs), SlowTask: threshold})
-	if err := rt.Do(func(L *lua.LState) error {
-		// 300 ms: past the probe (at 200-250 ms) and its next tick, well
-		// before another threshold has passed.
-		L.SetGlobal("go_busy", L.NewFunction(func(*lua.LState) int { time.Sleep(300 * time.Millisecond); return 0 }))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	mustRun(t, rt, `
+	// A 200 ms threshold (the watcher ticks every 50 ms); go_busy takes
+	// 300 ms: past the probe (at 200-250 ms) and its next tick, well before
+	// another threshold has passed.
+	out := slowTaskRun(t, 200*time.Millisecond, 300*time.Millisecond, `
 		go_busy()
 		local t0 = os.clock()
 		while os.clock() - t0 < 0.4 do end
 		shield.sleep(1)`)
-	out := logs.String()
-	if n := strings.Count(out, "task has run without yielding"); n != 1 {
-		t.Fatalf("want one warning, got %d:\n%s", n, out)
-	}
 	if !strings.Contains(out, "at=test.lua:3") && !strings.Contains(out, "at=test.lua:4") { // the first instruction after go_busy, or the loop
 		t.Fatalf("the warning does not give the line the task ran on after the Go function:\n%s", out)
 	}
@@ -125,18 +128,9 @@ func TestSlowTaskLineWaitsForTheVM(t *testing.T) {
 // A task that stays inside a Go function is still reported, one more
 // threshold later, as inside a Go function.
 func TestSlowTaskInsideAGoFunction(t *testing.T) {
-	var logs syncBuffer
-	rt := newTestRuntime(t, &Services{Log: logTo(&logs), SlowTask: 100 * time.Millisecond})
-	if err := rt.Do(func(L *lua.LState) error {
-		L.SetGlobal("go_busy", L.NewFunction(func(*lua.LState) int { time.Sleep(600 * time.Millisecond); return 0 }))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	mustRun(t, rt, `go_busy(); shield.sleep(1)`)
-	out := logs.String()
-	if strings.Count(out, "task has run without yielding") != 1 || !strings.Contains(out, `at="(inside a Go function)"`) {
-		t.Fatalf("want one warning at a Go function:\n%s", out)
+	out := slowTaskRun(t, 100*time.Millisecond, 600*time.Millisecond, `go_busy(); shield.sleep(1)`)
+	if !strings.Contains(out, `at="(inside a Go function)"`) {
+		t.Fatalf("want the warning at a Go function:\n%s", out)
 	}
 }
 

@@ -19,20 +19,7 @@ import (
 // are what each registered task keeps on the heap (after a GC): the engine's
 // task and this runtime's bookkeeping of it, which every GC cycle marks.
 func BenchmarkSchedulerRegister(b *testing.B) {
-	s := NewScheduler()
-	e, err := scheduler.New(scheduler.Config{Events: s.Event, Defaults: scheduler.DefaultOptions(config.Default().Scheduler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s.Engine = e
-	defer e.Close(context.Background())
-	L := lua.NewState(StateOptions())
-	defer L.Close()
-	rt, err := NewRuntime(L, &Services{Scheduler: s})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rt.Close(0)
+	rt := schedulerRuntime(b, nil)
 	if err := rt.RunString(`names = {} for i = 1, ... do names[i] = "t" .. i end`, "names.lua", lua.LNumber(b.N)); err != nil {
 		b.Fatal(err)
 	}
@@ -48,6 +35,32 @@ func BenchmarkSchedulerRegister(b *testing.B) {
 	after := heapNow()
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(b.N), "heap-B/task")
 	b.ReportMetric(float64(int64(after.HeapObjects)-int64(before.HeapObjects))/float64(b.N), "heap-objs/task")
+}
+
+// schedulerRuntime is a runtime of the CLI's state whose shield.scheduler
+// is an Engine of its own on clk (nil: the real clock), all closed when b
+// ends.
+func schedulerRuntime(b *testing.B, clk *benchClock) *Runtime {
+	s := NewScheduler()
+	cfg := scheduler.Config{Events: s.Event, Defaults: scheduler.DefaultOptions(config.Default().Scheduler)}
+	svc := &Services{Scheduler: s}
+	if clk != nil {
+		cfg.Clock, s.Now, svc.Now = clk, clk.Now, clk.Now
+	}
+	e, err := scheduler.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Engine = e
+	b.Cleanup(func() { e.Close(context.Background()) })
+	L := lua.NewState(StateOptions())
+	b.Cleanup(L.Close)
+	rt, err := NewRuntime(L, svc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rt.Close(0) })
+	return rt
 }
 
 // heapNow is the live heap after a full GC.
@@ -96,21 +109,7 @@ func (c *benchClock) Advance(d time.Duration) {
 func BenchmarkSchedulerFiring(b *testing.B) {
 	clk := &benchClock{}
 	clk.now.Store(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	s := NewScheduler()
-	s.Now = clk.Now
-	e, err := scheduler.New(scheduler.Config{Clock: clk, Events: s.Event, Defaults: scheduler.DefaultOptions(config.Default().Scheduler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s.Engine = e
-	defer e.Close(context.Background())
-	L := lua.NewState(StateOptions())
-	defer L.Close()
-	rt, err := NewRuntime(L, &Services{Scheduler: s, Now: clk.Now})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rt.Close(0)
+	rt := schedulerRuntime(b, clk)
 	fired := make(chan struct{}, 1<<16)
 	if err := rt.Do(func(L *lua.LState) error {
 		L.SetGlobal("bench_fired", L.NewFunction(func(L *lua.LState) int { fired <- struct{}{}; return 0 }))

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/shieldrt/shieldglobal/internal/testclock"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
@@ -100,18 +102,8 @@ func backends(t *testing.T) []backend {
 	bs := []backend{mem}
 	for name, c := range testredis.Backends(t) {
 		bs = append(bs, backend{
-			name: name,
-			newSet: func(t *testing.T, ft *fakeTimers) *Set {
-				// An interval long enough that only SyncNow reports.
-				s := NewRedis(c, testredis.Prefix(t), Config{Now: ft.clock.Now, AfterFunc: ft.AfterFunc,
-					SyncInterval: time.Hour, Logger: quietLogger()})
-				s.Start()
-				t.Cleanup(s.Stop)
-				if err := s.SyncNow(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				return s
-			},
+			name:   name,
+			newSet: func(t *testing.T, ft *fakeTimers) *Set { return newSyncedSet(t, c, ft) },
 			settle: func(t *testing.T, s *Set) {
 				t.Helper()
 				if err := s.SyncNow(t.Context()); err != nil {
@@ -136,6 +128,20 @@ func TestConformance(t *testing.T) {
 			t.Run("Stats", func(t *testing.T) { statsConformance(t, be) })
 		})
 	}
+}
+
+// newSyncedSet is a started Redis Set on c with ft's clock and timers, and
+// an interval long enough that only SyncNow reports, after its first sync.
+func newSyncedSet(t *testing.T, c redis.UniversalClient, ft *fakeTimers) *Set {
+	t.Helper()
+	s := NewRedis(c, testredis.Prefix(t), Config{Now: ft.clock.Now, AfterFunc: ft.AfterFunc,
+		SyncInterval: time.Hour, Logger: quietLogger()})
+	s.Start()
+	t.Cleanup(s.Stop)
+	if err := s.SyncNow(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func newFake() *fakeTimers { return &fakeTimers{clock: testclock.New()} }

@@ -329,14 +329,7 @@ func TestSpendsDuringTheFirstReportArePaidOnce(t *testing.T) {
 	c := testredis.Standalone(t)
 	h := &holdHook{arrived: make(chan struct{}), release: make(chan struct{})}
 	c.AddHook(h)
-	ft := newFake()
-	s := NewRedis(c, testredis.Prefix(t), Config{Now: ft.clock.Now, AfterFunc: ft.AfterFunc,
-		SyncInterval: time.Hour, Logger: quietLogger()})
-	s.Start()
-	t.Cleanup(s.Stop)
-	if err := s.SyncNow(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	s := newSyncedSet(t, c, newFake())
 	l, err := s.TokenBucket("tb", Options{Rate: 10, Burst: 5})
 	if err != nil {
 		t.Fatal(err)

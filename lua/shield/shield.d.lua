@@ -36,7 +36,10 @@ shield = {}
 function shield.sleep(ms) end
 
 --- Starts `fn(...)` as a new task on the next loop turn and returns at once.
---- An uncaught error in `fn` is logged with its traceback and counted.
+--- It starts before any task a timer or a Redis reply resumes on that turn:
+--- after `shield.spawn(f); shield.sleep(1)`, `f` has run to its first
+--- blocking call. An uncaught error in `fn` is logged with its traceback and
+--- counted.
 ---@param fn function
 ---@param ... any arguments passed to `fn`
 function shield.spawn(fn, ...) end
