@@ -296,7 +296,7 @@ type DeadLetter struct {
 // Cluster hash tag.
 func checkName(what, name string) error {
 	if name == "" || what == "queue" && name[0] == '}' {
-		return fmt.Errorf("queue: %w: %s name %q must be non-empty and must not start with '}'", ErrInvalid, what, name)
+		return argerr.Detail(ErrInvalid, "queue", fmt.Sprintf("%s name %q must be non-empty and must not start with '}'", what, name))
 	}
 	return nil
 }

@@ -88,14 +88,7 @@ func (t *tree) before(a key, au string, b key, bu string) bool {
 
 // entryBefore reports whether l's entry i ranks before k (of uid).
 func (t *tree) entryBefore(l *leaf, i int, k key, uid string) bool {
-	e := l.keys[i]
-	if e.score != k.score {
-		return e.score > k.score
-	}
-	if t.byUID {
-		return l.uids[i] > uid
-	}
-	return e.seq < k.seq
+	return t.before(l.keys[i], l.uids[i], k, uid)
 }
 
 // childFor returns the child of in that k belongs to: the number of
@@ -139,13 +132,7 @@ func (l *leaf) index(it *item) int {
 	panic("rank: item not in its leaf")
 }
 
-func (in *inner) total() int {
-	n := 0
-	for _, c := range in.count[:in.n] {
-		n += int(c)
-	}
-	return n
-}
+func (in *inner) total() int { return in.below(in.n) }
 
 // below returns the number of members under in's children left of i.
 func (in *inner) below(i int) int {

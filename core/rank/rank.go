@@ -399,13 +399,13 @@ type Board interface {
 // resolve validates a board name and options.
 func resolve(name string, o Options) (Options, error) {
 	if name == "" || name[0] == '}' {
-		return o, fmt.Errorf("rank: board %q: %w: a board name must be non-empty and must not start with '}'", name, ErrInvalid)
+		return o, argerr.New(ErrInvalid, "rank", "board", name, "a board name must be non-empty and must not start with '}'")
 	}
 	if o.MaxMembers < 0 {
-		return o, fmt.Errorf("rank: board %q: %w: max_members %d must be >= 0", name, ErrInvalid, o.MaxMembers)
+		return o, argerr.New(ErrInvalid, "rank", "board", name, fmt.Sprintf("max_members %d must be >= 0", o.MaxMembers))
 	}
 	if o.Ties != TiesReach && o.Ties != TiesUID {
-		return o, fmt.Errorf("rank: board %q: %w: unknown %v", name, ErrInvalid, o.Ties)
+		return o, argerr.New(ErrInvalid, "rank", "board", name, fmt.Sprintf("unknown %v", o.Ties))
 	}
 	return o, nil
 }

@@ -21,3 +21,9 @@ func (e *argError) Unwrap() error { return e.sentinel }
 func New(sentinel error, pkg, op, name, detail string) error {
 	return &argError{msg: fmt.Sprintf("%s: %s %q: invalid argument: %s", pkg, op, name, detail), sentinel: sentinel}
 }
+
+// Detail returns the error of an invalid argument of package pkg that
+// names no operation or object of its own: "pkg: invalid argument: detail".
+func Detail(sentinel error, pkg, detail string) error {
+	return &argError{msg: pkg + ": invalid argument: " + detail, sentinel: sentinel}
+}

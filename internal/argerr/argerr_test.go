@@ -16,3 +16,11 @@ func TestNew(t *testing.T) {
 		t.Fatalf("%q; want %q", got, want)
 	}
 }
+
+func TestDetail(t *testing.T) {
+	errInvalid := errors.New("queue: invalid argument")
+	err := Detail(errInvalid, "queue", `group name "" must be non-empty`)
+	if !errors.Is(err, errInvalid) || err.Error() != `queue: invalid argument: group name "" must be non-empty` {
+		t.Fatalf("%v", err)
+	}
+}

@@ -23,7 +23,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -38,6 +37,7 @@ import (
 	"golang.org/x/time/rate"
 
 	shieldglobal "github.com/shieldrt/shieldglobal"
+	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/ratelimit"
 )
@@ -149,15 +149,15 @@ func main() {
 		ns   []float64
 	}
 	luaOps := *flagLuaOps
-	emptyFn := &nsCase{name: "empty Go function `empty()`", run: func() float64 { return luaLoopNs(memRT, `empty()`, luaOps) }}
+	emptyFn := &nsCase{name: "empty Go function `empty()`", run: func() float64 { return benchutil.LuaLoopNs(memRT, `empty()`, luaOps) }}
 	emptyMethod := &nsCase{name: "empty Go method, same call shape `obj:allow(\"client-ip\")`", run: func() float64 {
-		return luaLoopNs(memRT, `obj:allow("client-ip")`, luaOps)
+		return benchutil.LuaLoopNs(memRT, `obj:allow("client-ip")`, luaOps)
 	}}
 	allowMem := &nsCase{name: "token bucket `tb:allow(\"client-ip\")`, memory backend", run: func() float64 {
-		return luaLoopNs(memRT, `tb:allow("client-ip")`, luaOps)
+		return benchutil.LuaLoopNs(memRT, `tb:allow("client-ip")`, luaOps)
 	}}
 	allowRedis := &nsCase{name: "token bucket `tb:allow(\"client-ip\")`, Redis backend (global share)", run: func() float64 {
-		return luaLoopNs(rt, `tb:allow("client-ip")`, luaOps)
+		return benchutil.LuaLoopNs(rt, `tb:allow("client-ip")`, luaOps)
 	}}
 	goOps := *flagGoOps
 	goShield := &nsCase{name: "core `TokenBucket.Allow`, memory", run: func() float64 {
@@ -309,15 +309,6 @@ func newRuntime(mod *shieldglobal.Module) *shieldglobal.Runtime {
 		benchutil.Fatalf("setup: %v", err)
 	}
 	return rt
-}
-
-// luaLoopNs times body in a Lua for loop of n iterations inside one task.
-func luaLoopNs(rt *shieldglobal.Runtime, body string, n int) float64 {
-	start := time.Now()
-	if err := rt.RunString("for i = 1, "+strconv.Itoa(n)+" do "+body+" end", "loop.lua"); err != nil {
-		benchutil.Fatalf("loop: %v", err)
-	}
-	return float64(time.Since(start).Nanoseconds()) / float64(n)
 }
 
 func goLoopNs(n int, f func()) float64 {

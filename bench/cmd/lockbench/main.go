@@ -19,7 +19,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"log/slog"
 	"math"
 	"net"
@@ -38,6 +37,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	shieldglobal "github.com/shieldrt/shieldglobal"
+	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/lock"
 )

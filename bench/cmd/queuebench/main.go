@@ -26,7 +26,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -44,6 +43,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	shieldglobal "github.com/shieldrt/shieldglobal"
+	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"github.com/shieldrt/shieldglobal/config"
 )
 

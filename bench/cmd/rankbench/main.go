@@ -26,7 +26,6 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"log/slog"
 	mrand "math/rand/v2"
 	"os"
@@ -41,6 +40,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	shieldglobal "github.com/shieldrt/shieldglobal"
+	"github.com/shieldrt/shieldglobal/bench/internal/benchutil"
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/rank"
 )

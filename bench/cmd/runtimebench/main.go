@@ -103,8 +103,8 @@ func main() {
 	// ---- in-process: yield round trip vs empty Go call
 	yieldRatios, emptyNs, yieldNs := []float64{}, []float64{}, []float64{}
 	for r := 0; r < *flagRounds; r++ {
-		e := luaLoopNs(memRT, `empty()`, *flagYieldOps)
-		y := luaLoopNs(memRT, `block()`, *flagYieldOps/4)
+		e := benchutil.LuaLoopNs(memRT, `empty()`, *flagYieldOps)
+		y := benchutil.LuaLoopNs(memRT, `block()`, *flagYieldOps/4)
 		emptyNs, yieldNs = append(emptyNs, e), append(yieldNs, y)
 		yieldRatios = append(yieldRatios, y/e)
 	}
@@ -225,15 +225,6 @@ func newRuntime(mod *shieldglobal.Module, L *lua.LState) *shieldglobal.Runtime {
 		benchutil.Fatalf("setup: %v", err)
 	}
 	return rt
-}
-
-// luaLoopNs times body in a Lua for loop of n iterations inside one task.
-func luaLoopNs(rt *shieldglobal.Runtime, body string, n int) float64 {
-	start := time.Now()
-	if err := rt.RunString("for i = 1, "+strconv.Itoa(n)+" do "+body+" end", "loop.lua"); err != nil {
-		benchutil.Fatalf("loop: %v", err)
-	}
-	return float64(time.Since(start).Nanoseconds()) / float64(n)
 }
 
 // cpuPerOp returns µs of this process's CPU per op of run (ops ops).

@@ -2,6 +2,7 @@ package benchutil
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,4 +61,14 @@ func Goroutines(n, batch int, d time.Duration, op func(w, i int)) int {
 	}
 	wg.Wait()
 	return int(total.Load())
+}
+
+// LuaLoopNs runs body n times in one Lua for loop on rt and returns the
+// wall time per iteration (ns).
+func LuaLoopNs(rt *shieldglobal.Runtime, body string, n int) float64 {
+	start := time.Now()
+	if err := rt.RunString("for i = 1, "+strconv.Itoa(n)+" do "+body+" end", "loop.lua"); err != nil {
+		Fatalf("loop: %v", err)
+	}
+	return float64(time.Since(start).Nanoseconds()) / float64(n)
 }
