@@ -1,52 +1,68 @@
 package rank
 
-// An order-statistic B+tree: members in rank order in leaves of up to fan
-// entries (key and uid inline, so a search and a run of neighbours read
-// contiguous cache lines), inner nodes holding per child an upper-bound key
-// and the number of members below it, and parent pointers with the node's
-// index in its parent. A member's rank is its index in its leaf plus the
-// counts of the children left of its path, summed on the way up (no key
-// comparisons, no search for the child in its parent); the member at a
-// rank is found by counts on the way down. Height is 4 at 1 000 000
-// members. Not safe for concurrent use; memBoard guards it.
+import (
+	"math"
+	"runtime"
+	"unsafe"
+)
+
+// An order-statistic B+tree with its members: members in rank order in
+// leaves of up to fan entries (key and member id inline, so a search and a
+// run of neighbours read contiguous cache lines), inner nodes holding per
+// child an upper-bound key and the number of members below it, and parent
+// links with the node's index in its parent. A member's rank is its index
+// in its leaf plus the counts of the children left of its path, summed on
+// the way up (no key comparisons, no search for the child in its parent);
+// the member at a rank is found by counts on the way down. Height is 4 at
+// 1 000 000 members.
+//
+// Members, leaves and the uid index hold no pointers (region.go): a member
+// is a 64-byte record with its score, its leaf and its uid inline, and
+// leaves and members are named by uint32 ids. Only the inner nodes (about
+// one per 2 000 members) live on the Go heap. Not safe for concurrent use;
+// memBoard guards it.
 
 const (
 	fan = 64 // entries per node, at most fan-1 at rest
 	// A node below minFill entries merges with a sibling when both fit in
 	// one node; an empty leaf always merges away.
 	minFill = fan / 4
+	noLeaf  = ^uint32(0)
+	// A uid of up to inlineUID bytes lives in its member record (one cache
+	// line with the score and the leaf); a longer one in tree.long.
+	inlineUID = 48
 )
 
 // key is an entry's sort key: higher scores first, then the smaller seq
-// (TiesReach) or the greater uid (TiesUID, uid held next to the key).
+// (TiesReach) or the greater uid (TiesUID; the uid is the member's).
 type key struct {
 	score float64
 	seq   uint64
 }
 
-// item is a member's handle, the value of memBoard's map: it stays the
-// same while the entry moves between leaves, and says which leaf holds
-// the entry. It is small (16 bytes) so that the lookup of a member reads
-// one cache line for it; the entry's key and uid live in the leaf.
-type item struct {
-	leaf  *leaf
+// member is a member's record: it stays in place while the entry moves
+// between leaves, and says which leaf holds the entry.
+type member struct {
 	score float64 // the entry's score, for reads that need no leaf
+	leaf  uint32
+	ulen  uint32 // the uid's length
+	uid   [inlineUID]byte
 }
 
 type leaf struct {
-	// The header and the first items share a cache line: finding an item
-	// (a scan of items) starts there.
-	parent *inner
-	pidx   int // index in parent
-	n      int
-	items  [fan]*item
+	// The header and the first ids share a cache line: finding a member
+	// (a scan of ids) starts there.
+	parent uint32 // inner node id
+	pidx   int32  // index in parent
+	n      int32
+	prev   uint32 // noLeaf at the ends
+	next   uint32
+	ids    [fan]uint32
 	keys   [fan]key
-	uids   [fan]string
-	prev   *leaf
-	next   *leaf
 }
 
 type inner struct {
+	id       uint32 // in tree.inners
 	parent   *inner
 	pidx     int  // index in parent
 	n        int  // children
@@ -56,23 +72,130 @@ type inner struct {
 	// memory to overflow it.
 	count [fan]int32
 	// sep[i] (i < n-1) is the last key child i may hold (sepUID[i] its
-	// uid); every key of child i+1 ranks after it.
+	// uid under TiesUID); every key of child i+1 ranks after it.
 	sep    [fan]key
 	sepUID [fan]string
-	leaves [fan]*leaf
+	leaves [fan]uint32
 	inners [fan]*inner
 }
 
 type tree struct {
-	byUID  bool
-	root   *inner // always an inner node; its single leaf when small
-	length int
+	byUID   bool
+	root    *inner // always an inner node; its single leaf when small
+	length  int
+	members slab[member]
+	leaves  slab[leaf]
+	index   index
+	long    map[uint32]string // uids longer than inlineUID
+	inners  []*inner          // by id (nil: free)
+	free    []uint32          // free inner ids
+	mem     *regions
 }
 
 func newTree(byUID bool) *tree {
-	r := &inner{n: 1, leafKids: true}
-	r.leaves[0] = &leaf{parent: r}
-	return &tree{byUID: byUID, root: r}
+	t := &tree{byUID: byUID, members: newSlab[member](6), leaves: newSlab[leaf](2), mem: &regions{}}
+	t.index = newIndex(t.mem)
+	t.root = t.newInner(true)
+	t.root.n = 1
+	t.root.leaves[0] = t.newLeaf(t.root, 0)
+	// A tree dropped without release still gives its mapped memory back.
+	runtime.AddCleanup(t, (*regions).release, t.mem)
+	return t
+}
+
+// release gives the tree's mapped memory back; t must not be used after.
+func (t *tree) release() { t.mem.release() }
+
+func (t *tree) member(id uint32) *member { return t.members.at(id) }
+func (t *tree) leaf(id uint32) *leaf     { return t.leaves.at(id) }
+
+func (t *tree) newLeaf(parent *inner, pidx int) uint32 {
+	id := t.leaves.alloc(t.mem)
+	*t.leaf(id) = leaf{parent: parent.id, pidx: int32(pidx), prev: noLeaf, next: noLeaf}
+	return id
+}
+
+func (t *tree) newInner(leafKids bool) *inner {
+	in := &inner{leafKids: leafKids}
+	if n := len(t.free); n > 0 {
+		in.id = t.free[n-1]
+		t.free = t.free[:n-1]
+		t.inners[in.id] = in
+	} else {
+		in.id = uint32(len(t.inners))
+		t.inners = append(t.inners, in)
+	}
+	return in
+}
+
+func (t *tree) dropInner(in *inner) {
+	t.inners[in.id] = nil
+	t.free = append(t.free, in.id)
+}
+
+// uidView returns id's uid without copying it: valid until the member is
+// removed, and never to be kept.
+func (t *tree) uidView(id uint32) string {
+	m := t.member(id)
+	if m.ulen > inlineUID {
+		return t.long[id]
+	}
+	return unsafe.String(&m.uid[0], m.ulen)
+}
+
+// uidOf returns a copy of id's uid.
+func (t *tree) uidOf(id uint32) string {
+	m := t.member(id)
+	if m.ulen > inlineUID {
+		return t.long[id]
+	}
+	return string(m.uid[:m.ulen])
+}
+
+// find returns the id of uid's member.
+func (t *tree) find(uid string) (uint32, bool) {
+	h := t.index.hash(uid)
+	slots := t.index.slots
+	mask := uint32(len(slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := slots[i]
+		if s == 0 {
+			return 0, false
+		}
+		if id := uint32(s) - 1; uint32(s>>32) == h && t.uidView(id) == uid {
+			return id, true
+		}
+	}
+}
+
+// add makes uid a member with key k and returns its id (uid is not one).
+func (t *tree) add(uid string, k key) uint32 {
+	id := t.members.alloc(t.mem)
+	m := t.member(id)
+	m.ulen = uint32(len(uid))
+	if len(uid) > inlineUID {
+		if t.long == nil {
+			t.long = make(map[uint32]string)
+		}
+		t.long[id] = uid
+	} else {
+		copy(m.uid[:], uid)
+	}
+	t.index.add(t.mem, t.index.hash(uid), id)
+	t.insert(id, k, uid)
+	return id
+}
+
+// delete takes member id out of the tree and the index.
+func (t *tree) delete(id uint32) {
+	m := t.member(id)
+	l := t.leaf(m.leaf)
+	t.removeAt(m.leaf, l, l.index(id))
+	t.index.remove(t.index.hash(t.uidView(id)), id)
+	if m.ulen > inlineUID {
+		delete(t.long, id)
+	}
+	t.members.release(id)
 }
 
 // before reports whether key a (of uid au) ranks before b (of uid bu).
@@ -86,50 +209,71 @@ func (t *tree) before(a key, au string, b key, bu string) bool {
 	return a.seq < b.seq
 }
 
-// entryBefore reports whether l's entry i ranks before k (of uid).
+// entryBefore reports whether l's entry i ranks before k (of uid); it
+// reads the entry's uid only on a tie under TiesUID.
 func (t *tree) entryBefore(l *leaf, i int, k key, uid string) bool {
-	return t.before(l.keys[i], l.uids[i], k, uid)
+	a := l.keys[i]
+	if a.score != k.score || !t.byUID {
+		return t.before(a, "", k, uid)
+	}
+	return t.uidView(l.ids[i]) > uid
+}
+
+// sepUID is the separator uid for l's entry i: "" under TiesReach, where
+// separators compare by seq.
+func (t *tree) sepUID(l *leaf, i int) string {
+	if !t.byUID {
+		return ""
+	}
+	return t.uidOf(l.ids[i])
 }
 
 // childFor returns the child of in that k belongs to: the number of
-// separators ranking before it.
+// separators ranking before it (see search for the two passes).
 func (t *tree) childFor(in *inner, k key, uid string) int {
-	lo, hi := 0, in.n-1
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if t.before(in.sep[m], in.sepUID[m], k, uid) {
-			lo = m + 1
-		} else {
-			hi = m
+	n, lo := in.n-1, 0
+	for j := stride - 1; j < n; j += stride {
+		if t.before(in.sep[j], in.sepUID[j], k, uid) {
+			lo = j + 1
 		}
+	}
+	for hi := min(lo+stride-1, n); lo < hi && t.before(in.sep[lo], in.sepUID[lo], k, uid); {
+		lo++
 	}
 	return lo
 }
 
-// search returns the number of l's entries ranking before k.
+// stride is the step of a search's first pass.
+const stride = 8
+
+// search returns the number of l's entries ranking before k, in two
+// passes: one over every stride-th key, whose loads do not depend on each
+// other, so their cache misses overlap (a binary search waits for each in
+// turn: about six misses in a leaf that is not cached), then one through
+// the stride of keys that holds the answer (two cache lines).
 func (t *tree) search(l *leaf, k key, uid string) int {
-	lo, hi := 0, l.n
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if t.entryBefore(l, m, k, uid) {
-			lo = m + 1
-		} else {
-			hi = m
+	n, lo := int(l.n), 0
+	for j := stride - 1; j < n; j += stride {
+		if t.entryBefore(l, j, k, uid) {
+			lo = j + 1
 		}
+	}
+	for hi := min(lo+stride-1, n); lo < hi && t.entryBefore(l, lo, k, uid); {
+		lo++
 	}
 	return lo
 }
 
-// index returns it's index in its leaf: a scan of the item pointers reads
-// them in order from the header's cache line on (the prefetcher follows),
-// fewer lines than a binary search on the keys would jump between.
-func (l *leaf) index(it *item) int {
-	for i, x := range l.items[:l.n] {
-		if x == it {
+// index returns id's index in l: a scan of the ids reads them in order
+// from the header's cache line on (the prefetcher follows), fewer lines
+// than a binary search on the keys would jump between.
+func (l *leaf) index(id uint32) int {
+	for i, x := range l.ids[:l.n] {
+		if x == id {
 			return i
 		}
 	}
-	panic("rank: item not in its leaf")
+	panic("rank: member not in its leaf")
 }
 
 func (in *inner) total() int { return in.below(in.n) }
@@ -144,11 +288,11 @@ func (in *inner) below(i int) int {
 }
 
 // adopt makes in the parent of its children [from, to), at their indexes.
-func (in *inner) adopt(from, to int) {
+func (t *tree) adopt(in *inner, from, to int) {
 	if in.leafKids {
 		for i := from; i < to; i++ {
-			c := in.leaves[i]
-			c.parent, c.pidx = in, i
+			c := t.leaf(in.leaves[i])
+			c.parent, c.pidx = in.id, int32(i)
 		}
 		return
 	}
@@ -158,15 +302,15 @@ func (in *inner) adopt(from, to int) {
 	}
 }
 
-// adoptItems makes l the leaf of its entries [from, to).
-func (l *leaf) adoptItems(from, to int) {
-	for _, it := range l.items[from:to] {
-		it.leaf = l
+// adoptMembers makes leaf lid (l) the leaf of its entries [from, to).
+func (t *tree) adoptMembers(lid uint32, l *leaf, from, to int) {
+	for _, id := range l.ids[from:to] {
+		t.member(id).leaf = lid
 	}
 }
 
-// insert adds it with key k and uid.
-func (t *tree) insert(it *item, k key, uid string) {
+// insert adds member id with key k and uid.
+func (t *tree) insert(id uint32, k key, uid string) {
 	in := t.root
 	for !in.leafKids {
 		i := t.childFor(in, k, uid)
@@ -175,39 +319,39 @@ func (t *tree) insert(it *item, k key, uid string) {
 	}
 	i := t.childFor(in, k, uid)
 	in.count[i]++
-	l := in.leaves[i]
-	pos := t.search(l, k, uid)
-	copy(l.keys[pos+1:l.n+1], l.keys[pos:l.n])
-	copy(l.uids[pos+1:l.n+1], l.uids[pos:l.n])
-	copy(l.items[pos+1:l.n+1], l.items[pos:l.n])
-	l.keys[pos], l.uids[pos], l.items[pos] = k, uid, it
+	lid := in.leaves[i]
+	l := t.leaf(lid)
+	pos, n := t.search(l, k, uid), int(l.n)
+	copy(l.keys[pos+1:n+1], l.keys[pos:n])
+	copy(l.ids[pos+1:n+1], l.ids[pos:n])
+	l.keys[pos], l.ids[pos] = k, id
 	l.n++
-	it.leaf, it.score = l, k.score
+	m := t.member(id)
+	m.leaf, m.score = lid, k.score
 	t.length++
 	if l.n == fan {
-		t.splitLeaf(l)
+		t.splitLeaf(lid, l)
 	}
 }
 
 // splitLeaf moves the upper half of a full leaf to a new right sibling.
-func (t *tree) splitLeaf(l *leaf) {
+func (t *tree) splitLeaf(lid uint32, l *leaf) {
 	const half = fan / 2
-	r := &leaf{n: l.n - half, prev: l, next: l.next}
+	p, i := t.inners[l.parent], int(l.pidx)
+	rid := t.newLeaf(p, i+1)
+	r := t.leaf(rid)
+	r.n, r.prev, r.next = l.n-half, lid, l.next
 	copy(r.keys[:], l.keys[half:l.n])
-	copy(r.uids[:], l.uids[half:l.n])
-	copy(r.items[:], l.items[half:l.n])
-	clear(l.uids[half:l.n])
-	clear(l.items[half:l.n])
+	copy(r.ids[:], l.ids[half:l.n])
 	l.n = half
-	r.adoptItems(0, r.n)
-	if l.next != nil {
-		l.next.prev = r
+	t.adoptMembers(rid, r, 0, int(r.n))
+	if l.next != noLeaf {
+		t.leaf(l.next).prev = rid
 	}
-	l.next = r
-	p, i := l.parent, l.pidx
-	p.insertChild(i, l.keys[l.n-1], l.uids[l.n-1], l.n, r.n)
-	p.leaves[i+1] = r
-	p.adopt(i+1, p.n)
+	l.next = rid
+	p.insertChild(i, l.keys[half-1], t.sepUID(l, half-1), half, int(r.n))
+	p.leaves[i+1] = rid
+	t.adopt(p, i+1, p.n)
 	if p.n == fan {
 		t.splitInner(p)
 	}
@@ -224,7 +368,7 @@ func (p *inner) insertChild(i int, sep key, uid string, left, right int) {
 	copy(p.inners[i+2:p.n+1], p.inners[i+1:p.n])
 	p.sep[i], p.sepUID[i] = sep, uid
 	p.count[i], p.count[i+1] = int32(left), int32(right)
-	p.leaves[i+1], p.inners[i+1] = nil, nil
+	p.leaves[i+1], p.inners[i+1] = 0, nil
 	p.n++
 }
 
@@ -232,13 +376,14 @@ func (p *inner) insertChild(i int, sep key, uid string, left, right int) {
 // sibling (under a new root when p is the root).
 func (t *tree) splitInner(p *inner) {
 	const half = fan / 2
-	q := &inner{n: p.n - half, leafKids: p.leafKids}
+	q := t.newInner(p.leafKids)
+	q.n = p.n - half
 	copy(q.sep[:], p.sep[half:p.n-1])
 	copy(q.sepUID[:], p.sepUID[half:p.n-1])
 	copy(q.count[:], p.count[half:p.n])
 	copy(q.leaves[:], p.leaves[half:p.n])
 	copy(q.inners[:], p.inners[half:p.n])
-	q.adopt(0, q.n)
+	t.adopt(q, 0, q.n)
 	sep, uid := p.sep[half-1], p.sepUID[half-1]
 	clear(p.sep[half-1 : p.n-1])
 	clear(p.sepUID[half-1 : p.n-1])
@@ -248,33 +393,30 @@ func (t *tree) splitInner(p *inner) {
 	p.n = half
 	g := p.parent
 	if g == nil {
-		g = &inner{n: 1}
+		g = t.newInner(false)
+		g.n = 1
 		g.inners[0] = p
-		g.adopt(0, 1)
+		t.adopt(g, 0, 1)
 		t.root = g
 	}
 	i := p.pidx
 	g.insertChild(i, sep, uid, p.total(), q.total())
 	g.inners[i+1] = q
-	g.adopt(i+1, g.n)
+	t.adopt(g, i+1, g.n)
 	if g.n == fan {
 		t.splitInner(g)
 	}
 }
 
-// remove takes it out of the tree.
-func (t *tree) remove(it *item) { t.removeAt(it.leaf, it.leaf.index(it)) }
-
-// removeAt takes l's entry pos out of the tree.
-func (t *tree) removeAt(l *leaf, pos int) {
-	l.items[pos].leaf = nil
-	copy(l.keys[pos:], l.keys[pos+1:l.n])
-	copy(l.uids[pos:], l.uids[pos+1:l.n])
-	copy(l.items[pos:], l.items[pos+1:l.n])
+// removeAt takes leaf lid's (l's) entry pos out of the tree; the member
+// keeps its record.
+func (t *tree) removeAt(lid uint32, l *leaf, pos int) {
+	n := int(l.n)
+	copy(l.keys[pos:], l.keys[pos+1:n])
+	copy(l.ids[pos:], l.ids[pos+1:n])
 	l.n--
-	l.uids[l.n], l.items[l.n] = "", nil
 	t.length--
-	p, i := l.parent, l.pidx
+	p, i := t.inners[l.parent], int(l.pidx)
 	p.count[i]--
 	for c, g := p, p.parent; g != nil; c, g = g, g.parent {
 		g.count[c.pidx]--
@@ -290,55 +432,48 @@ func (t *tree) removeAt(l *leaf, pos int) {
 // balanceLeaves merges p's children j and j+1 when they fit in one leaf,
 // else evens out their entries (each then holds at least fan/2).
 func (t *tree) balanceLeaves(p *inner, j int) {
-	l, r := p.leaves[j], p.leaves[j+1]
-	if l.n+r.n < fan {
-		copy(l.keys[l.n:], r.keys[:r.n])
-		copy(l.uids[l.n:], r.uids[:r.n])
-		copy(l.items[l.n:], r.items[:r.n])
+	lid, rid := p.leaves[j], p.leaves[j+1]
+	l, r := t.leaf(lid), t.leaf(rid)
+	ln, rn := int(l.n), int(r.n)
+	if ln+rn < fan {
+		copy(l.keys[ln:], r.keys[:rn])
+		copy(l.ids[ln:], r.ids[:rn])
 		l.n += r.n
-		l.adoptItems(l.n-r.n, l.n)
+		t.adoptMembers(lid, l, ln, ln+rn)
 		l.next = r.next
-		if r.next != nil {
-			r.next.prev = l
+		if r.next != noLeaf {
+			t.leaf(r.next).prev = lid
 		}
-		p.dropChild(j)
+		t.leaves.release(rid)
+		t.dropChild(p, j)
 		t.balanceInner(p)
 		return
 	}
-	if want := (l.n + r.n) / 2; l.n < want { // r's first entries to l
-		k := want - l.n
-		copy(l.keys[l.n:], r.keys[:k])
-		copy(l.uids[l.n:], r.uids[:k])
-		copy(l.items[l.n:], r.items[:k])
-		l.n += k
-		l.adoptItems(l.n-k, l.n)
-		copy(r.keys[:], r.keys[k:r.n])
-		copy(r.uids[:], r.uids[k:r.n])
-		copy(r.items[:], r.items[k:r.n])
-		clear(r.uids[r.n-k : r.n])
-		clear(r.items[r.n-k : r.n])
-		r.n -= k
+	if want := (ln + rn) / 2; ln < want { // r's first entries to l
+		k := want - ln
+		copy(l.keys[ln:], r.keys[:k])
+		copy(l.ids[ln:], r.ids[:k])
+		t.adoptMembers(lid, l, ln, ln+k)
+		copy(r.keys[:], r.keys[k:rn])
+		copy(r.ids[:], r.ids[k:rn])
+		ln, rn = ln+k, rn-k
 	} else { // l's last entries to r
-		k := l.n - want
-		copy(r.keys[k:], r.keys[:r.n])
-		copy(r.uids[k:], r.uids[:r.n])
-		copy(r.items[k:], r.items[:r.n])
-		copy(r.keys[:k], l.keys[l.n-k:l.n])
-		copy(r.uids[:k], l.uids[l.n-k:l.n])
-		copy(r.items[:k], l.items[l.n-k:l.n])
-		clear(l.uids[l.n-k : l.n])
-		clear(l.items[l.n-k : l.n])
-		l.n -= k
-		r.n += k
-		r.adoptItems(0, k)
+		k := ln - want
+		copy(r.keys[k:], r.keys[:rn])
+		copy(r.ids[k:], r.ids[:rn])
+		copy(r.keys[:k], l.keys[ln-k:ln])
+		copy(r.ids[:k], l.ids[ln-k:ln])
+		t.adoptMembers(rid, r, 0, k)
+		ln, rn = ln-k, rn+k
 	}
-	p.count[j], p.count[j+1] = int32(l.n), int32(r.n)
-	p.sep[j], p.sepUID[j] = l.keys[l.n-1], l.uids[l.n-1]
+	l.n, r.n = int32(ln), int32(rn)
+	p.count[j], p.count[j+1] = int32(ln), int32(rn)
+	p.sep[j], p.sepUID[j] = l.keys[ln-1], t.sepUID(l, ln-1)
 }
 
 // dropChild removes p's child j+1 after its entries joined child j, which
 // takes over its bound and count (the bound between them goes).
-func (p *inner) dropChild(j int) {
+func (t *tree) dropChild(p *inner, j int) {
 	p.count[j] += p.count[j+1]
 	copy(p.sep[j:], p.sep[j+1:p.n-1])
 	copy(p.sepUID[j:], p.sepUID[j+1:p.n-1])
@@ -347,8 +482,8 @@ func (p *inner) dropChild(j int) {
 	copy(p.leaves[j+1:], p.leaves[j+2:p.n])
 	copy(p.inners[j+1:], p.inners[j+2:p.n])
 	p.n--
-	p.leaves[p.n], p.inners[p.n], p.count[p.n] = nil, nil, 0
-	p.adopt(j+1, p.n)
+	p.leaves[p.n], p.inners[p.n], p.count[p.n] = 0, nil, 0
+	t.adopt(p, j+1, p.n)
 }
 
 // balanceInner restores p after it lost a child: a non-root node below
@@ -358,8 +493,10 @@ func (t *tree) balanceInner(p *inner) {
 	g := p.parent
 	if g == nil {
 		for !t.root.leafKids && t.root.n == 1 {
-			t.root = t.root.inners[0]
+			old := t.root
+			t.root = old.inners[0]
 			t.root.parent = nil
+			t.dropInner(old)
 		}
 		return
 	}
@@ -380,8 +517,9 @@ func (t *tree) balanceInner(p *inner) {
 		copy(l.leaves[l.n:], r.leaves[:r.n])
 		copy(l.inners[l.n:], r.inners[:r.n])
 		l.n += r.n
-		l.adopt(l.n-r.n, l.n)
-		g.dropChild(j)
+		t.adopt(l, l.n-r.n, l.n)
+		t.dropInner(r)
+		t.dropChild(g, j)
 		t.balanceInner(g)
 		return
 	}
@@ -395,7 +533,7 @@ func (t *tree) balanceInner(p *inner) {
 		copy(l.leaves[l.n:], r.leaves[:k])
 		copy(l.inners[l.n:], r.inners[:k])
 		l.n += k
-		l.adopt(l.n-k, l.n)
+		t.adopt(l, l.n-k, l.n)
 		copy(r.sep[:], r.sep[k:r.n-1])
 		copy(r.sepUID[:], r.sepUID[k:r.n-1])
 		copy(r.count[:], r.count[k:r.n])
@@ -407,7 +545,7 @@ func (t *tree) balanceInner(p *inner) {
 		clear(r.leaves[r.n-k : r.n])
 		clear(r.inners[r.n-k : r.n])
 		r.n -= k
-		r.adopt(0, r.n)
+		t.adopt(r, 0, r.n)
 	} else { // l's last children to r
 		k := l.n - want
 		copy(r.sep[k:], r.sep[:r.n-1])
@@ -423,7 +561,7 @@ func (t *tree) balanceInner(p *inner) {
 		copy(r.leaves[:k], l.leaves[l.n-k:l.n])
 		copy(r.inners[:k], l.inners[l.n-k:l.n])
 		r.n += k
-		r.adopt(0, r.n)
+		t.adopt(r, 0, r.n)
 		clear(l.sep[l.n-k-1 : l.n-1])
 		clear(l.sepUID[l.n-k-1 : l.n-1])
 		clear(l.count[l.n-k : l.n])
@@ -434,14 +572,20 @@ func (t *tree) balanceInner(p *inner) {
 	g.count[j], g.count[j+1] = int32(l.total()), int32(r.total())
 }
 
-// move gives it a new key: within its leaf when the key stays between two
-// other entries of it (no count changes; only the entries between the old
-// and the new place shift), else by a remove and an insert.
-func (t *tree) move(it *item, k key) {
-	l := it.leaf
-	pos := l.index(it)
-	uid := l.uids[pos]
-	lo, hi := 0, l.n-1
+// move gives member id a new key: within its leaf when the key stays
+// between two other entries of it (no count changes; only the entries
+// between the old and the new place shift), else by a remove and an
+// insert.
+func (t *tree) move(id uint32, k key) {
+	m := t.member(id)
+	lid := m.leaf
+	l := t.leaf(lid)
+	pos := l.index(id)
+	uid := ""
+	if t.byUID {
+		uid = t.uidView(id)
+	}
+	lo, hi := 0, int(l.n)-1
 	if pos == lo {
 		lo++
 	}
@@ -455,28 +599,45 @@ func (t *tree) move(it *item, k key) {
 		if at > pos {
 			at--
 			copy(l.keys[pos:at], l.keys[pos+1:at+1])
-			copy(l.uids[pos:at], l.uids[pos+1:at+1])
-			copy(l.items[pos:at], l.items[pos+1:at+1])
+			copy(l.ids[pos:at], l.ids[pos+1:at+1])
 		} else {
 			copy(l.keys[at+1:pos+1], l.keys[at:pos])
-			copy(l.uids[at+1:pos+1], l.uids[at:pos])
-			copy(l.items[at+1:pos+1], l.items[at:pos])
+			copy(l.ids[at+1:pos+1], l.ids[at:pos])
 		}
-		l.keys[at], l.uids[at], l.items[at] = k, uid, it
-		it.score = k.score
+		l.keys[at], l.ids[at] = k, id
+		m.score = k.score
 		return
 	}
-	t.removeAt(l, pos)
-	t.insert(it, k, uid)
+	t.removeAt(lid, l, pos)
+	t.insert(id, k, uid)
 }
 
-// rank returns it's 1-based rank.
-func (t *tree) rank(it *item) int { return rankAt(it.leaf, it.leaf.index(it)) }
+// exchange gives members a and b each other's entries (place and key).
+func (t *tree) exchange(a, b uint32) {
+	ma, mb := t.member(a), t.member(b)
+	la, lb := t.leaf(ma.leaf), t.leaf(mb.leaf)
+	ia, ib := la.index(a), lb.index(b)
+	la.ids[ia], lb.ids[ib] = b, a
+	ma.leaf, mb.leaf = mb.leaf, ma.leaf
+	ma.score, mb.score = mb.score, ma.score
+}
+
+// keyOf returns member id's key.
+func (t *tree) keyOf(id uint32) key {
+	l := t.leaf(t.member(id).leaf)
+	return l.keys[l.index(id)]
+}
+
+// rank returns member id's 1-based rank.
+func (t *tree) rank(id uint32) int {
+	l := t.leaf(t.member(id).leaf)
+	return t.rankAt(l, l.index(id))
+}
 
 // rankAt returns the 1-based rank of l's entry i.
-func rankAt(l *leaf, i int) int {
+func (t *tree) rankAt(l *leaf, i int) int {
 	r := i + 1
-	p, j := l.parent, l.pidx
+	p, j := t.inners[l.parent], int(l.pidx)
 	for {
 		r += p.below(j)
 		if p.parent == nil {
@@ -486,32 +647,80 @@ func rankAt(l *leaf, i int) int {
 	}
 }
 
+// run returns up to n entries from c (at rank r) on, ending before the
+// first with a score below min (-Inf: none). It walks the leaves for the
+// member ids first (each entry's Rank holds its id meanwhile; ranks run
+// on from r), then reads every member record, whose cache misses overlap,
+// and copies the uids into one array for all of them. The scores come from
+// the records too, so a run that needs no bound reads no leaf keys.
+func (t *tree) run(c cursor, r, n int, min float64, capHint int) []Entry {
+	out := make([]Entry, 0, capHint)
+	bounded := !math.IsInf(min, -1)
+	for ; len(out) < n && c.valid() && (!bounded || c.score() >= min); c = c.next() {
+		out = append(out, Entry{Rank: int(c.id())})
+	}
+	size := 0
+	for _, e := range out {
+		if m := t.member(uint32(e.Rank)); m.ulen <= inlineUID {
+			size += int(m.ulen)
+		}
+	}
+	buf := make([]byte, 0, size)
+	for i := range out {
+		e := &out[i]
+		id := uint32(e.Rank)
+		m := t.member(id)
+		e.Rank, e.Score = r+i, m.score
+		if m.ulen > inlineUID {
+			e.UID = t.long[id]
+			continue
+		}
+		// buf never grows past size, so earlier uids stay where they are.
+		at := len(buf)
+		buf = append(buf, m.uid[:m.ulen]...)
+		e.UID = unsafe.String(&buf[at], m.ulen)
+	}
+	return out
+}
+
 // cursor is a position in the rank order.
 type cursor struct {
-	l *leaf
+	t *tree
+	l *leaf // nil past either end
 	i int
 }
 
-func (c cursor) valid() bool    { return c.l != nil && c.i < c.l.n }
+func (c cursor) valid() bool    { return c.l != nil && c.i < int(c.l.n) }
+func (c cursor) id() uint32     { return c.l.ids[c.i] }
 func (c cursor) score() float64 { return c.l.keys[c.i].score }
 func (c cursor) entry(rank int) Entry {
-	return Entry{UID: c.l.uids[c.i], Score: c.l.keys[c.i].score, Rank: rank}
+	return Entry{UID: c.t.uidOf(c.id()), Score: c.score(), Rank: rank}
 }
 
 func (c cursor) next() cursor {
-	if c.i++; c.i >= c.l.n {
-		return cursor{l: c.l.next}
+	if c.i++; c.i >= int(c.l.n) {
+		return c.t.leafCursor(c.l.next, 0)
 	}
 	return c
 }
 
 func (c cursor) prev() cursor {
 	if c.i--; c.i < 0 {
-		if c.l = c.l.prev; c.l != nil {
-			c.i = c.l.n - 1
+		if c.l.prev == noLeaf {
+			return cursor{t: c.t}
 		}
+		l := c.t.leaf(c.l.prev)
+		return cursor{c.t, l, int(l.n) - 1}
 	}
 	return c
+}
+
+// leafCursor returns the cursor at leaf id's entry i (invalid for noLeaf).
+func (t *tree) leafCursor(id uint32, i int) cursor {
+	if id == noLeaf {
+		return cursor{t: t}
+	}
+	return cursor{t, t.leaf(id), i}
 }
 
 // at returns the cursor at rank r (1 <= r <= length).
@@ -524,26 +733,29 @@ func (t *tree) at(r int) cursor {
 			i++
 		}
 		if in.leafKids {
-			return cursor{l: in.leaves[i], i: r - 1}
+			return t.leafCursor(in.leaves[i], r-1)
 		}
 		in = in.inners[i]
 	}
 }
 
-// cursorOf returns it's cursor.
-func (t *tree) cursorOf(it *item) cursor { return cursor{l: it.leaf, i: it.leaf.index(it)} }
+// cursorOf returns member id's cursor.
+func (t *tree) cursorOf(id uint32) cursor {
+	l := t.leaf(t.member(id).leaf)
+	return cursor{t, l, l.index(id)}
+}
 
 // last returns the cursor at the last-ranked entry (invalid when empty).
 func (t *tree) last() cursor {
 	if t.length == 0 {
-		return cursor{}
+		return cursor{t: t}
 	}
 	in := t.root
 	for !in.leafKids {
 		in = in.inners[in.n-1]
 	}
-	l := in.leaves[in.n-1]
-	return cursor{l: l, i: l.n - 1}
+	l := t.leaf(in.leaves[in.n-1])
+	return cursor{t, l, int(l.n) - 1}
 }
 
 // firstAtMost returns the cursor at the best-ranked entry with score <=
@@ -563,16 +775,16 @@ func (t *tree) firstAtMost(max float64) (cursor, int) {
 		}
 		r += in.below(lo)
 		if in.leafKids {
-			l := in.leaves[lo]
+			l := t.leaf(in.leaves[lo])
 			i := 0
-			for i < l.n && l.keys[i].score > max {
+			for i < int(l.n) && l.keys[i].score > max {
 				i++
 			}
 			r += i
-			if i == l.n {
-				return cursor{l: l.next}, r
+			if i == int(l.n) {
+				return t.leafCursor(l.next, 0), r
 			}
-			return cursor{l: l, i: i}, r
+			return cursor{t, l, i}, r
 		}
 		in = in.inners[lo]
 	}

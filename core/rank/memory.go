@@ -1,6 +1,7 @@
 package rank
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -10,11 +11,11 @@ import (
 // Memory is an in-process Backend with the same semantics as Redis (the
 // conformance suite runs on both): the same tie contract, versions,
 // MaxMembers rule, archive format and reset idempotence. Each board is an
-// order-statistic B+tree (btree.go: rank, rank lookups and updates in
-// O(log n), reading a few cache lines per level) plus a map from uid to
-// entry, guarded by the board's read-write mutex, so
-// operations on different boards never contend and reads of one board run
-// in parallel. Its operations are store.Local: they run when the Op runs,
+// order-statistic B+tree with a uid index (btree.go: rank, rank lookups
+// and updates in O(log n), reading a few cache lines per level), kept in
+// pointer-free memory the collector does not scan (region.go), guarded by
+// the board's read-write mutex, so operations on different boards never
+// contend and reads of one board run in parallel. Its operations are store.Local: they run when the Op runs,
 // on the caller's goroutine, and never wait on I/O. It starts no goroutine.
 // Boards live as long as the Memory (an empty board keeps its version).
 // Archive expiry reads the injected clock.
@@ -39,7 +40,6 @@ func NewMemory(now func() time.Time) *Memory {
 type memBoard struct {
 	mu       sync.RWMutex
 	list     *tree
-	nodes    map[string]*item
 	ties     Ties // the policy of the members on the board
 	version  int64
 	seq      uint64 // last reach sequence number given
@@ -62,7 +62,7 @@ func (m *Memory) Board(name string, o Options) (Board, error) {
 	m.mu.Lock()
 	b := m.boards[name]
 	if b == nil {
-		b = &memBoard{list: newTree(o.Ties == TiesUID), nodes: make(map[string]*item), ties: o.Ties, archives: make(map[string]memArchive)}
+		b = &memBoard{list: newTree(o.Ties == TiesUID), ties: o.Ties, archives: make(map[string]memArchive)}
 		m.boards[name] = b
 	}
 	m.mu.Unlock()
@@ -136,14 +136,16 @@ func (b *memBoard) adopt(op, name string, t Ties) error {
 		return invalid(op, name, "the board orders ties by %v, this handle by %v", b.ties, t)
 	}
 	b.ties = t
+	b.list.release()
 	b.list = newTree(t == TiesUID)
 	return nil
 }
 
-// rescore gives n a new score (and, under TiesReach, a new reach).
-func (b *memBoard) rescore(it *item, score float64) {
+// rescore gives member id a new score (and, under TiesReach, a new
+// reach).
+func (b *memBoard) rescore(id uint32, score float64) {
 	b.seq++
-	b.list.move(it, key{score, b.seq})
+	b.list.move(id, key{score, b.seq})
 }
 
 // admit reports whether a newcomer with score ranks before the last
@@ -159,24 +161,21 @@ func (b *memBoard) admit(uid string, score float64, max int) bool {
 // add inserts a newcomer and evicts from the bottom down to max.
 func (b *memBoard) add(uid string, score float64, max int) {
 	b.seq++
-	it := &item{}
-	b.list.insert(it, key{score, b.seq}, uid)
-	b.nodes[uid] = it
+	b.list.add(uid, key{score, b.seq})
 	for max > 0 && b.list.length > max {
-		last := b.list.last()
-		delete(b.nodes, last.l.uids[last.i])
-		b.list.removeAt(last.l, last.i)
+		b.list.delete(b.list.last().id())
 	}
 }
 
 // set applies one update of uid and reports whether it changed the board.
 func (b *memBoard) set(uid string, score float64, mode Mode, max int) (u Updated) {
-	if n := b.nodes[uid]; n != nil {
-		u = Updated{Ranked: true, Score: n.score, Existed: true, Previous: n.score}
-		if score == n.score || mode == ModeMax && score < n.score || mode == ModeMin && score > n.score {
+	if id, ok := b.list.find(uid); ok {
+		old := b.list.member(id).score
+		u = Updated{Ranked: true, Score: old, Existed: true, Previous: old}
+		if score == old || mode == ModeMax && score < old || mode == ModeMin && score > old {
 			return u
 		}
-		b.rescore(n, score)
+		b.rescore(id, score)
 		u.Changed, u.Score = true, score
 		return u
 	}
@@ -245,9 +244,8 @@ func (h *memHandle) Incr(uid string, delta float64) *store.Op[Updated] {
 	a := incrArgs{uid, delta}
 	return write(h, "incr", a, func(b *memBoard, h *memHandle, a incrArgs) (Updated, error) {
 		var prev float64
-		n := b.nodes[a.uid]
-		if n != nil {
-			prev = n.score
+		if id, ok := b.list.find(a.uid); ok {
+			prev = b.list.member(id).score
 		}
 		score := normZero(prev + a.delta)
 		if !finite(score) {
@@ -271,9 +269,8 @@ func (h *memHandle) Remove(uid string) *store.Op[Written] {
 	}
 	return write(h, "remove", uid, func(b *memBoard, _ *memHandle, uid string) (Written, error) {
 		var w Written
-		if n := b.nodes[uid]; n != nil {
-			b.list.remove(n)
-			delete(b.nodes, uid)
+		if id, ok := b.list.find(uid); ok {
+			b.list.delete(id)
 			w.Changed = 1
 		}
 		w.Version = b.bump(w.Changed > 0)
@@ -297,8 +294,8 @@ func (h *memHandle) Clear() *store.Op[Written] {
 func (b *memBoard) clear() int {
 	n := b.list.length
 	if n > 0 {
+		b.list.release()
 		b.list = newTree(b.ties == TiesUID)
-		b.nodes = make(map[string]*item)
 	}
 	return n
 }
@@ -314,29 +311,30 @@ func (h *memHandle) Swap(a, b string, expect *Expect) *store.Op[Swapped] {
 		args.e = *expect
 	}
 	return write(h, "swap", args, func(bd *memBoard, h *memHandle, x swapArgs) (Swapped, error) {
-		na, nb := bd.nodes[x.a], bd.nodes[x.b]
-		if na == nil || nb == nil {
+		t := bd.list
+		ia, okA := t.find(x.a)
+		ib, okB := t.find(x.b)
+		if !okA || !okB {
 			return Swapped{}, opErr("swap", h.name, ErrNotFound)
 		}
-		if x.expect && (na.score != x.e.A || nb.score != x.e.B) {
+		sa, sb := t.member(ia).score, t.member(ib).score
+		if x.expect && (sa != x.e.A || sb != x.e.B) {
 			return Swapped{}, opErr("swap", h.name, ErrVersionConflict)
 		}
-		s := Swapped{ScoreA: nb.score, ScoreB: na.score, Changed: true}
-		ca, cb := bd.list.cursorOf(na), bd.list.cursorOf(nb)
+		s := Swapped{ScoreA: sb, ScoreB: sa, Changed: true}
 		switch {
 		case bd.ties == TiesReach:
-			// The entries keep their places and keys; the uids change
+			// The entries keep their places and keys; the members change
 			// places.
-			ca.l.uids[ca.i], cb.l.uids[cb.i] = x.b, x.a
-			bd.nodes[x.a], bd.nodes[x.b] = nb, na
-		case na.score == nb.score:
+			t.exchange(ia, ib)
+		case sa == sb:
 			s.Changed = false
 		default:
-			ka, kb := ca.l.keys[ca.i], cb.l.keys[cb.i]
-			bd.list.remove(na)
-			bd.list.remove(nb)
-			bd.list.insert(na, key{kb.score, ka.seq}, x.a)
-			bd.list.insert(nb, key{ka.score, kb.seq}, x.b)
+			// Under TiesUID a key is the score with the uid: each takes
+			// the other's score (distinct uids never collide).
+			ka, kb := t.keyOf(ia), t.keyOf(ib)
+			t.move(ia, key{kb.score, ka.seq})
+			t.move(ib, key{ka.score, kb.seq})
 		}
 		s.Version = bd.bump(s.Changed)
 		return s, nil
@@ -355,8 +353,8 @@ func (h *memHandle) Position(uid string) *store.Op[int] {
 		return store.Failed[int](err)
 	}
 	return read(h, uid, func(b *memBoard, uid string) int {
-		if n := b.nodes[uid]; n != nil {
-			return b.list.rank(n)
+		if id, ok := b.list.find(uid); ok {
+			return b.list.rank(id)
 		}
 		return 0
 	})
@@ -368,8 +366,8 @@ func (h *memHandle) Score(uid string) *store.Op[Scored] {
 		return store.Failed[Scored](err)
 	}
 	return read(h, uid, func(b *memBoard, uid string) Scored {
-		if n := b.nodes[uid]; n != nil {
-			return Scored{Score: n.score, Found: true}
+		if id, ok := b.list.find(uid); ok {
+			return Scored{Score: b.list.member(id).score, Found: true}
 		}
 		return Scored{}
 	})
@@ -399,12 +397,8 @@ func (b *memBoard) rangeOf(s span) []Entry {
 	if start > b.list.length {
 		return []Entry{}
 	}
-	stop = min(stop, b.list.length)
-	out := make([]Entry, 0, stop-start+1)
-	for c, r := b.list.at(start), start; r <= stop; c, r = c.next(), r+1 {
-		out = append(out, c.entry(r))
-	}
-	return out
+	n := min(stop, b.list.length) - start + 1
+	return b.list.run(b.list.at(start), start, n, math.Inf(-1), n)
 }
 
 // RangeByScore returns the entries with min <= score <= max. Errors:
@@ -415,11 +409,8 @@ func (h *memHandle) RangeByScore(min, max float64) *store.Op[[]Entry] {
 	}
 	a := scoreSpan{min, max, h.o.rangeLimit()}
 	return read(h, a, func(b *memBoard, a scoreSpan) []Entry {
-		out := []Entry{}
-		for c, r := b.list.firstAtMost(a.max); c.valid() && c.score() >= a.min && len(out) < a.limit; c, r = c.next(), r+1 {
-			out = append(out, c.entry(r))
-		}
-		return out
+		c, r := b.list.firstAtMost(a.max)
+		return b.list.run(c, r, a.limit, a.min, 0)
 	})
 }
 
@@ -445,29 +436,21 @@ type aroundArgs struct {
 }
 
 func (b *memBoard) around(x aroundArgs) Around {
-	t := b.nodes[x.uid]
-	if t == nil {
+	id, ok := b.list.find(x.uid)
+	if !ok {
 		return Around{}
 	}
-	at := b.list.cursorOf(t)
-	r := rankAt(at.l, at.i)
-	a := Around{Target: at.entry(r), Found: true}
-	// One array for both sides, each capped at its length so that an
-	// append to Above cannot overwrite Below.
+	c := b.list.cursorOf(id)
+	r := b.list.rankAt(c.l, c.i)
 	above, below := min(x.n, r-1), min(x.n, b.list.length-r)
-	buf := make([]Entry, above+below)
-	a.Above, a.Below = buf[:above:above], buf[above:]
-	c := at
-	for i := above - 1; i >= 0; i-- {
+	for range above {
 		c = c.prev()
-		a.Above[i] = c.entry(r - above + i)
 	}
-	c = at
-	for i := range below {
-		c = c.next()
-		a.Below[i] = c.entry(r + 1 + i)
-	}
-	return a
+	// One array for both sides and the target, Above capped at its length
+	// so that an append to it cannot overwrite the target.
+	n := above + 1 + below
+	all := b.list.run(c, r-above, n, math.Inf(-1), n)
+	return Around{Above: all[:above:above], Target: all[above], Below: all[above+1:], Found: true}
 }
 
 // Count returns the number of members.

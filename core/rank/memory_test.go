@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -191,16 +192,19 @@ type bound struct {
 }
 
 // checkTree verifies every invariant of the B+tree: counts, separator
-// bounds, parent pointers and indexes, item handles, the leaf chain, fill
-// levels.
+// bounds, parent links and indexes, member records, the leaf chain, fill
+// levels, the index's size.
 func checkTree(t *testing.T, tr *tree) {
 	t.Helper()
-	var leaves []*leaf
+	var leaves []uint32
 	var walk func(in *inner, depth int, lo, hi *bound) int
 	depth := -1
 	walk = func(in *inner, d int, lo, hi *bound) int {
 		if in.n < 1 || in.n >= fan || (in != tr.root && in.n < minFill) {
 			t.Fatalf("inner node with %d children (root %v)", in.n, in == tr.root)
+		}
+		if tr.inners[in.id] != in {
+			t.Fatal("inner node id")
 		}
 		total := 0
 		for i := range in.n {
@@ -213,9 +217,10 @@ func checkTree(t *testing.T, tr *tree) {
 			}
 			var n int
 			if in.leafKids {
-				l := in.leaves[i]
-				if l.parent != in || l.pidx != i || in.inners[i] != nil {
-					t.Fatal("leaf parent pointer or index")
+				lid := in.leaves[i]
+				l := tr.leaf(lid)
+				if tr.inners[l.parent] != in || int(l.pidx) != i || in.inners[i] != nil {
+					t.Fatal("leaf parent link or index")
 				}
 				if depth < 0 {
 					depth = d
@@ -225,10 +230,14 @@ func checkTree(t *testing.T, tr *tree) {
 				if l.n >= fan || (tr.length > 0 && l.n == 0) || (!(in == tr.root && in.n == 1) && l.n < minFill) {
 					t.Fatalf("leaf with %d entries", l.n)
 				}
-				for j := range l.n {
-					it, k, uid := l.items[j], l.keys[j], l.uids[j]
-					if it.leaf != l || it.score != k.score {
-						t.Fatal("item leaf pointer or score copy")
+				for j := range int(l.n) {
+					id, k := l.ids[j], l.keys[j]
+					uid := tr.uidOf(id)
+					if m := tr.member(id); m.leaf != lid || m.score != k.score {
+						t.Fatal("member leaf link or score copy")
+					}
+					if got, ok := tr.find(uid); !ok || got != id {
+						t.Fatalf("index: %q is %d (%v); want %d", uid, got, ok, id)
 					}
 					if clo != nil && !tr.before(clo.k, clo.uid, k, uid) {
 						t.Fatalf("entry %v does not rank after its lower bound %v", k, *clo)
@@ -236,15 +245,15 @@ func checkTree(t *testing.T, tr *tree) {
 					if chi != nil && tr.before(chi.k, chi.uid, k, uid) {
 						t.Fatalf("entry %v ranks after its upper bound %v", k, *chi)
 					}
-					if j > 0 && !tr.before(l.keys[j-1], l.uids[j-1], k, uid) {
+					if j > 0 && !tr.before(l.keys[j-1], tr.uidOf(l.ids[j-1]), k, uid) {
 						t.Fatal("leaf out of order")
 					}
 				}
-				leaves = append(leaves, l)
-				n = l.n
+				leaves = append(leaves, lid)
+				n = int(l.n)
 			} else {
 				c := in.inners[i]
-				if c.parent != in || c.pidx != i || in.leaves[i] != nil {
+				if c.parent != in || c.pidx != i || in.leaves[i] != 0 {
 					t.Fatal("inner parent pointer or index")
 				}
 				n = walk(c, d+1, clo, chi)
@@ -259,30 +268,31 @@ func checkTree(t *testing.T, tr *tree) {
 	if tr.root.parent != nil {
 		t.Fatal("root has a parent")
 	}
-	if n := walk(tr.root, 0, nil, nil); n != tr.length {
-		t.Fatalf("tree holds %d; length %d", n, tr.length)
+	if n := walk(tr.root, 0, nil, nil); n != tr.length || tr.index.n != n {
+		t.Fatalf("tree holds %d; length %d, index %d", n, tr.length, tr.index.n)
 	}
-	for i, l := range leaves {
-		if (i > 0 && l.prev != leaves[i-1]) || (i == 0 && l.prev != nil) ||
-			(i < len(leaves)-1 && l.next != leaves[i+1]) || (i == len(leaves)-1 && l.next != nil) {
+	for i, lid := range leaves {
+		l := tr.leaf(lid)
+		if (i > 0 && l.prev != leaves[i-1]) || (i == 0 && l.prev != noLeaf) ||
+			(i < len(leaves)-1 && l.next != leaves[i+1]) || (i == len(leaves)-1 && l.next != noLeaf) {
 			t.Fatal("leaf chain")
 		}
 	}
 }
 
-// member is an entry of the tree in the model of TestTreeInvariants.
-type member struct {
-	it  *item
+// entry is an entry of the tree in the model of TestTreeInvariants.
+type entry struct {
+	id  uint32
 	k   key
 	uid string
 }
 
 // checkModel compares the tree with ms sorted: rank, at and the cursor
 // walks both ways (the neighbours Around reads) give the model's order.
-func checkModel(t *testing.T, tr *tree, ms []*member) {
+func checkModel(t *testing.T, tr *tree, ms []*entry) {
 	t.Helper()
 	sorted := slices.Clone(ms)
-	slices.SortFunc(sorted, func(a, b *member) int {
+	slices.SortFunc(sorted, func(a, b *entry) int {
 		if tr.before(a.k, a.uid, b.k, b.uid) {
 			return -1
 		}
@@ -294,16 +304,16 @@ func checkModel(t *testing.T, tr *tree, ms []*member) {
 	want := func(c cursor, r int) {
 		t.Helper()
 		m := sorted[r-1]
-		if !c.valid() || c.l.items[c.i] != m.it || c.entry(r) != (Entry{m.uid, m.k.score, r}) || c.l.keys[c.i] != m.k {
+		if !c.valid() || c.id() != m.id || c.entry(r) != (Entry{m.uid, m.k.score, r}) || c.l.keys[c.i] != m.k {
 			t.Fatalf("rank %d: not %v", r, *m)
 		}
 	}
 	for r, m := range sorted {
-		if got := tr.rank(m.it); got != r+1 {
+		if got := tr.rank(m.id); got != r+1 {
 			t.Fatalf("rank() %d; want %d", got, r+1)
 		}
 		want(tr.at(r+1), r+1)
-		want(tr.cursorOf(m.it), r+1)
+		want(tr.cursorOf(m.id), r+1)
 	}
 	var c cursor // an empty tree has no rank 1
 	if len(sorted) > 0 {
@@ -331,16 +341,19 @@ func TestTreeInvariants(t *testing.T) {
 	for _, byUID := range []bool{false, true} {
 		tr := newTree(byUID)
 		rng := rand.New(rand.NewPCG(3, 4))
-		var ms []*member
+		var ms []*entry
 		seq := uint64(0)
 		add := func(uid uint32, score float64) {
 			seq++
-			m := &member{it: &item{}, k: key{score, seq}, uid: string(binary.BigEndian.AppendUint32(nil, uid))}
-			tr.insert(m.it, m.k, m.uid)
+			m := &entry{k: key{score, seq}, uid: string(binary.BigEndian.AppendUint32(nil, uid))}
+			if uid%7 == 0 { // a uid too long to live inline
+				m.uid += strings.Repeat("x", inlineUID)
+			}
+			m.id = tr.add(m.uid, m.k)
 			ms = append(ms, m)
 		}
 		removeAt := func(j int) {
-			tr.remove(ms[j].it)
+			tr.delete(ms[j].id)
 			ms[j] = ms[len(ms)-1]
 			ms = ms[:len(ms)-1]
 		}
@@ -353,7 +366,7 @@ func TestTreeInvariants(t *testing.T) {
 				seq++
 				m := ms[rng.IntN(len(ms))]
 				m.k = key{float64(rng.IntN(300)), seq}
-				tr.move(m.it, m.k)
+				tr.move(m.id, m.k)
 			default:
 				removeAt(rng.IntN(len(ms)))
 			}
@@ -371,9 +384,9 @@ func TestTreeInvariants(t *testing.T) {
 		}
 		checkTree(t, tr)
 		checkModel(t, tr, ms)
-		slices.SortFunc(ms, func(a, b *member) int { return tr.rank(a.it) - tr.rank(b.it) })
+		slices.SortFunc(ms, func(a, b *entry) int { return tr.rank(a.id) - tr.rank(b.id) })
 		for i, m := range ms[:60000] {
-			tr.remove(m.it)
+			tr.delete(m.id)
 			if i%10000 == 0 {
 				checkTree(t, tr)
 			}
