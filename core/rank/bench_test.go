@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -83,9 +84,7 @@ func latencies(b *testing.B, op func(uid string, rng *rand.Rand) error) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
-	slices.Sort(d)
-	b.ReportMetric(float64(d[len(d)/2].Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(d[len(d)*99/100].Nanoseconds()), "p99-ns")
+	reportPercentiles(b, d)
 }
 
 func benchUpdate(b *testing.B, bd Board) {
@@ -136,6 +135,99 @@ func BenchmarkMemoryScore1M(b *testing.B) {
 		}
 		return err
 	})
+}
+
+// BenchmarkTree1M is the board's structure alone at 1 000 000 members: the
+// same random updates and positions made directly on the tree, with no
+// Op, no lock and no allocation (the uids are views into one array, as
+// Lua's strings would be), so the only memory traffic is the tree's. The
+// gap to BenchmarkMemory*1M is the API's: the Op's allocation, the lock,
+// the caller's string.
+func BenchmarkTree1M(b *testing.B) {
+	tr := newTree(false)
+	arena := make([]byte, 14*benchMembers)
+	uid := func(i int) string { return unsafe.String(&arena[14*i], 14) }
+	rng := rand.New(rand.NewPCG(1, 1))
+	seq := uint64(0)
+	for i := range benchMembers {
+		copy(arena[14*i:], benchUID(i))
+		seq++
+		tr.add(uid(i), key{float64(rng.IntN(1_000_000)), seq})
+	}
+	ops := []struct {
+		name string
+		op   func(uid string, score float64)
+	}{
+		{"update", func(uid string, score float64) {
+			seq++
+			var p place
+			k := key{score, seq}
+			id, _ := tr.findPlace(uid, &p, k)
+			tr.moveTo(id, k, &p)
+		}},
+		{"position", func(uid string, _ float64) {
+			id, _ := tr.find(uid)
+			_ = tr.rank(id)
+		}},
+		{"find", func(uid string, _ float64) { _, _ = tr.find(uid) }},
+	}
+	for _, o := range ops {
+		b.Run(o.name, func(b *testing.B) {
+			d := make([]time.Duration, b.N)
+			b.ResetTimer()
+			for i := range d {
+				u, score := uid(rng.IntN(benchMembers)), float64(rng.IntN(1_000_000))
+				t0 := time.Now()
+				o.op(u, score)
+				d[i] = time.Since(t0)
+			}
+			reportPercentiles(b, d)
+		})
+	}
+}
+
+// BenchmarkDependentMisses is the machine's floor under the board's
+// latencies: k loads in a row, each of whose address depends on the one
+// before, at random places in 256 MB (huge pages advised, as the board's
+// arrays are), timed per round. A board operation that must wait for k
+// cache misses in turn cannot have a lower p99 than k does here.
+func BenchmarkDependentMisses(b *testing.B) {
+	const size = 256 << 20
+	var rs regions
+	mem := grab[uint64](&rs, size/8)
+	defer rs.release()
+	for i := range mem {
+		mem[i] = uint64(i) * 0x9E3779B97F4A7C15
+	}
+	for _, k := range []int{1, 2, 3, 4, 6} {
+		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(5, 5))
+			d := make([]time.Duration, b.N)
+			sum := uint64(0)
+			b.ResetTimer()
+			for i := range d {
+				x := rng.Uint64()
+				t0 := time.Now()
+				for range k {
+					x = mem[(x>>20)%uint64(len(mem))] ^ x
+				}
+				d[i] = time.Since(t0)
+				sum += x
+			}
+			if sum == 42 {
+				b.Log(sum)
+			}
+			reportPercentiles(b, d)
+		})
+	}
+}
+
+// reportPercentiles reports the p50 and p99 of d.
+func reportPercentiles(b *testing.B, d []time.Duration) {
+	b.StopTimer()
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(d[len(d)*99/100].Nanoseconds()), "p99-ns")
 }
 
 // The Redis backend on the same board size (standalone; one caller, so

@@ -153,23 +153,39 @@ func (t *tree) uidOf(id uint32) string {
 }
 
 // find returns the id of uid's member.
-func (t *tree) find(uid string) (uint32, bool) {
+func (t *tree) find(uid string) (uint32, bool) { return t.findPlace(uid, nil, key{}) }
+
+// findPlace returns the id of uid's member and, when p is not nil, the
+// place of key k (locate): the index slot's load is issued before the
+// descent, so its cache miss overlaps the descent's and the leaf's
+// instead of adding to them.
+func (t *tree) findPlace(uid string, p *place, k key) (uint32, bool) {
 	h := t.index.hash(uid)
 	slots := t.index.slots
 	mask := uint32(len(slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
-		s := slots[i]
-		if s == 0 {
-			return 0, false
-		}
+	i := h & mask
+	s := slots[i]
+	if p != nil {
+		t.locate(k, uid, p)
+	}
+	for ; s != 0; i = (i + 1) & mask {
 		if id := uint32(s) - 1; uint32(s>>32) == h && t.uidView(id) == uid {
 			return id, true
 		}
+		s = slots[(i+1)&mask]
 	}
+	return 0, false
 }
 
 // add makes uid a member with key k and returns its id (uid is not one).
 func (t *tree) add(uid string, k key) uint32 {
+	var p place
+	t.locate(k, uid, &p)
+	return t.addAt(uid, k, &p)
+}
+
+// addAt makes uid a member with key k at its place p (uid is not one).
+func (t *tree) addAt(uid string, k key, p *place) uint32 {
 	id := t.members.alloc(t.mem)
 	m := t.member(id)
 	m.ulen = uint32(len(uid))
@@ -182,7 +198,7 @@ func (t *tree) add(uid string, k key) uint32 {
 		copy(m.uid[:], uid)
 	}
 	t.index.add(t.mem, t.index.hash(uid), id)
-	t.insert(id, k, uid)
+	t.insertAt(p, id, k)
 	return id
 }
 
@@ -246,13 +262,13 @@ func (t *tree) childFor(in *inner, k key, uid string) int {
 // stride is the step of a search's first pass.
 const stride = 8
 
-// search returns the number of l's entries ranking before k, in two
+// search returns the number of l's n entries ranking before k, in two
 // passes: one over every stride-th key, whose loads do not depend on each
 // other, so their cache misses overlap (a binary search waits for each in
 // turn: about six misses in a leaf that is not cached), then one through
 // the stride of keys that holds the answer (two cache lines).
-func (t *tree) search(l *leaf, k key, uid string) int {
-	n, lo := int(l.n), 0
+func (t *tree) search(l *leaf, n int, k key, uid string) int {
+	lo := 0
 	for j := stride - 1; j < n; j += stride {
 		if t.entryBefore(l, j, k, uid) {
 			lo = j + 1
@@ -309,19 +325,58 @@ func (t *tree) adoptMembers(lid uint32, l *leaf, from, to int) {
 	}
 }
 
-// insert adds member id with key k and uid.
-func (t *tree) insert(id uint32, k key, uid string) {
-	in := t.root
-	for !in.leafKids {
+// place is where a key belongs: the inner nodes from the root down with
+// the child taken in each, the leaf, and the number of its entries that
+// rank before the key. It stays right until the tree's shape changes (a
+// split, merge or borrow) or the leaf changes.
+type place struct {
+	depth int
+	in    [maxDepth]*inner
+	at    [maxDepth]int
+	leaf  uint32
+	pos   int
+}
+
+// maxDepth bounds the inner levels: a non-root inner node has at least
+// minFill children and a leaf at least minFill entries, so 8 levels would
+// hold more than 2^32 members.
+const maxDepth = 8
+
+// locate finds k's place (of uid) without changing the tree. It reads the
+// inner nodes and the leaf only: no member record, so its cache misses
+// overlap with a member lookup's when the two run side by side. The leaf
+// search's bound is the leaf's count in its parent, which is at hand, not
+// the leaf header's, which would be one more miss to wait for.
+func (t *tree) locate(k key, uid string, p *place) {
+	in, d := t.root, 0
+	for {
 		i := t.childFor(in, k, uid)
-		in.count[i]++
+		p.in[d], p.at[d] = in, i
+		d++
+		if in.leafKids {
+			p.depth, p.leaf = d, in.leaves[i]
+			p.pos = t.search(t.leaf(p.leaf), int(in.count[i]), k, uid)
+			return
+		}
 		in = in.inners[i]
 	}
-	i := t.childFor(in, k, uid)
-	in.count[i]++
-	lid := in.leaves[i]
+}
+
+// insert adds member id with key k and uid.
+func (t *tree) insert(id uint32, k key, uid string) {
+	var p place
+	t.locate(k, uid, &p)
+	t.insertAt(&p, id, k)
+}
+
+// insertAt adds member id with key k at its place p.
+func (t *tree) insertAt(p *place, id uint32, k key) {
+	for d := range p.depth {
+		p.in[d].count[p.at[d]]++
+	}
+	lid, pos := p.leaf, p.pos
 	l := t.leaf(lid)
-	pos, n := t.search(l, k, uid), int(l.n)
+	n := int(l.n)
 	copy(l.keys[pos+1:n+1], l.keys[pos:n])
 	copy(l.ids[pos+1:n+1], l.ids[pos:n])
 	l.keys[pos], l.ids[pos] = k, id
@@ -409,8 +464,9 @@ func (t *tree) splitInner(p *inner) {
 }
 
 // removeAt takes leaf lid's (l's) entry pos out of the tree; the member
-// keeps its record.
-func (t *tree) removeAt(lid uint32, l *leaf, pos int) {
+// keeps its record. It reports whether the tree changed shape (a leaf
+// merged or borrowed), which moves places found before.
+func (t *tree) removeAt(lid uint32, l *leaf, pos int) (reshaped bool) {
 	n := int(l.n)
 	copy(l.keys[pos:], l.keys[pos+1:n])
 	copy(l.ids[pos:], l.ids[pos+1:n])
@@ -426,7 +482,9 @@ func (t *tree) removeAt(lid uint32, l *leaf, pos int) {
 			i--
 		}
 		t.balanceLeaves(p, i)
+		return true
 	}
+	return false
 }
 
 // balanceLeaves merges p's children j and j+1 when they fit in one leaf,
@@ -572,30 +630,36 @@ func (t *tree) balanceInner(p *inner) {
 	g.count[j], g.count[j+1] = int32(l.total()), int32(r.total())
 }
 
-// move gives member id a new key: within its leaf when the key stays
-// between two other entries of it (no count changes; only the entries
-// between the old and the new place shift), else by a remove and an
-// insert.
+// move gives member id a new key.
 func (t *tree) move(id uint32, k key) {
+	var p place
+	t.locate(k, t.uidIfByUID(id), &p)
+	t.moveTo(id, k, &p)
+}
+
+// uidIfByUID returns id's uid (a view) under TiesUID, where keys compare
+// by it, and "" under TiesReach, where they do not.
+func (t *tree) uidIfByUID(id uint32) string {
+	if !t.byUID {
+		return ""
+	}
+	return t.uidView(id)
+}
+
+// moveTo gives member id key k at its place p, located with the member
+// still in its old place: within its leaf when p is in that leaf (no
+// count changes; only the entries between the old and the new place
+// shift), else by a remove and an insert at p (or a new search when the
+// removal reshaped the tree).
+func (t *tree) moveTo(id uint32, k key, p *place) {
 	m := t.member(id)
 	lid := m.leaf
 	l := t.leaf(lid)
 	pos := l.index(id)
-	uid := ""
-	if t.byUID {
-		uid = t.uidView(id)
-	}
-	lo, hi := 0, int(l.n)-1
-	if pos == lo {
-		lo++
-	}
-	if pos == hi {
-		hi--
-	}
-	if lo < hi && t.entryBefore(l, lo, k, uid) && !t.entryBefore(l, hi, k, uid) {
-		// at counts the entries before k, the old one among them when it
-		// ranks before k too.
-		at := t.search(l, k, uid)
+	if p.leaf == lid {
+		// p.pos counts the entries before k, the old one among them when
+		// it ranks before k too.
+		at := p.pos
 		if at > pos {
 			at--
 			copy(l.keys[pos:at], l.keys[pos+1:at+1])
@@ -608,8 +672,11 @@ func (t *tree) move(id uint32, k key) {
 		m.score = k.score
 		return
 	}
-	t.removeAt(lid, l, pos)
-	t.insert(id, k, uid)
+	if t.removeAt(lid, l, pos) {
+		t.insert(id, k, t.uidIfByUID(id))
+		return
+	}
+	t.insertAt(p, id, k)
 }
 
 // exchange gives members a and b each other's entries (place and key).

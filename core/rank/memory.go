@@ -141,13 +141,6 @@ func (b *memBoard) adopt(op, name string, t Ties) error {
 	return nil
 }
 
-// rescore gives member id a new score (and, under TiesReach, a new
-// reach).
-func (b *memBoard) rescore(id uint32, score float64) {
-	b.seq++
-	b.list.move(id, key{score, b.seq})
-}
-
 // admit reports whether a newcomer with score ranks before the last
 // member of a board full under max.
 func (b *memBoard) admit(uid string, score float64, max int) bool {
@@ -158,31 +151,32 @@ func (b *memBoard) admit(uid string, score float64, max int) bool {
 	return !b.list.entryBefore(last.l, last.i, key{score, b.seq + 1}, uid)
 }
 
-// add inserts a newcomer and evicts from the bottom down to max.
-func (b *memBoard) add(uid string, score float64, max int) {
-	b.seq++
-	b.list.add(uid, key{score, b.seq})
-	for max > 0 && b.list.length > max {
-		b.list.delete(b.list.last().id())
-	}
-}
-
 // set applies one update of uid and reports whether it changed the board.
+// It finds the member and the new key's place in one step (findPlace); a
+// changed score takes a new reach (under TiesReach).
 func (b *memBoard) set(uid string, score float64, mode Mode, max int) (u Updated) {
-	if id, ok := b.list.find(uid); ok {
+	k := key{score, b.seq + 1}
+	var p place
+	if id, ok := b.list.findPlace(uid, &p, k); ok {
 		old := b.list.member(id).score
 		u = Updated{Ranked: true, Score: old, Existed: true, Previous: old}
 		if score == old || mode == ModeMax && score < old || mode == ModeMin && score > old {
 			return u
 		}
-		b.rescore(id, score)
+		b.seq++
+		b.list.moveTo(id, k, &p)
 		u.Changed, u.Score = true, score
 		return u
 	}
 	if !b.admit(uid, score, max) {
 		return u
 	}
-	b.add(uid, score, max)
+	b.seq++
+	b.list.addAt(uid, k, &p)
+	// Evict from the bottom down to max.
+	for max > 0 && b.list.length > max {
+		b.list.delete(b.list.last().id())
+	}
 	return Updated{Changed: true, Ranked: true, Score: score}
 }
 
