@@ -48,3 +48,18 @@ func TestMappedMemoryIsGivenBack(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// mappedBytes is the size of bd's mapped arrays (a memory board's).
+func mappedBytes(bd Board) int {
+	b := bd.(*memHandle).b
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	rs := b.list.mem
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	n := 0
+	for _, m := range rs.mapped {
+		n += len(m)
+	}
+	return n
+}
