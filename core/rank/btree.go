@@ -157,11 +157,10 @@ func (t *tree) find(uid string) (uint32, bool) { return t.findPlace(uid, nil, ke
 
 // findPlace returns the id of uid's member and, when p is not nil, the
 // place of key k (locate). Its loads go out in the order that lets their
-// cache misses overlap: the descent (cached inner nodes), then the index
-// slot and the leaf search's first pass together, then the member record
-// with the search's second pass. A core runs ahead of a miss only a few
-// hundred instructions, so loads that do not depend on each other
-// overlap only when they are that close in the code.
+// cache misses overlap: the descent (inner nodes, mostly cached), then the
+// index slot right before the leaf search. A core runs ahead of a miss
+// only a few hundred instructions, so loads that do not depend on each
+// other overlap only when they are that close in the code.
 func (t *tree) findPlace(uid string, p *place, k key) (uint32, bool) {
 	h := t.index.hash(uid)
 	slots := t.index.slots
@@ -253,37 +252,33 @@ func (t *tree) sepUID(l *leaf, i int) string {
 }
 
 // childFor returns the child of in that k belongs to: the number of
-// separators ranking before it (see search for the two passes).
+// separators ranking before it.
 func (t *tree) childFor(in *inner, k key, uid string) int {
-	n, lo := in.n-1, 0
-	for j := stride - 1; j < n; j += stride {
-		if t.before(in.sep[j], in.sepUID[j], k, uid) {
-			lo = j + 1
+	lo, hi := 0, in.n-1
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if t.before(in.sep[m], in.sepUID[m], k, uid) {
+			lo = m + 1
+		} else {
+			hi = m
 		}
-	}
-	for hi := min(lo+stride-1, n); lo < hi && t.before(in.sep[lo], in.sepUID[lo], k, uid); {
-		lo++
 	}
 	return lo
 }
 
-// stride is the step of a search's first pass.
-const stride = 8
-
-// search returns the number of l's n entries ranking before k, in two
-// passes: one over every stride-th key, whose loads do not depend on each
-// other, so their cache misses overlap (a binary search waits for each in
-// turn: about six misses in a leaf that is not cached), then one through
-// the stride of keys that holds the answer (two cache lines).
+// search returns the number of l's n entries ranking before k. A binary
+// search: its first probes read the same few lines of a node every time,
+// which stay cached; a first pass over every eighth key (loads that do not
+// wait for each other) read more lines and was slower.
 func (t *tree) search(l *leaf, n int, k key, uid string) int {
-	lo := 0
-	for j := stride - 1; j < n; j += stride {
-		if t.entryBefore(l, j, k, uid) {
-			lo = j + 1
+	lo, hi := 0, n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if t.entryBefore(l, m, k, uid) {
+			lo = m + 1
+		} else {
+			hi = m
 		}
-	}
-	for hi := min(lo+stride-1, n); lo < hi && t.entryBefore(l, lo, k, uid); {
-		lo++
 	}
 	return lo
 }
