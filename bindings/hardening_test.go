@@ -359,3 +359,39 @@ func TestTracebackOfReusedThreadStaysShort(t *testing.T) {
 		while not n do shield.sleep(0) end
 		assert(n < 10, n .. " frames")`)
 }
+
+// gopher-lua's own walk of the stack (debug.traceback, GetStack) counts a
+// level per tail call, and a pooled thread's loop tail-calls once per task
+// (a pcall worker's, once per call): threads and workers retire after
+// retireThreadAfter runs, so the levels it walks stay bounded however many
+// tasks and pcalls came before (3 000 of each made 3 000 levels).
+func TestReusedThreadsRetireBeforeTheirStackGrowsLong(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	_ = rt.Do(func(L *lua.LState) error {
+		L.SetGlobal("levels", L.NewFunction(func(L *lua.LState) int {
+			n := 0
+			for ; n < 1_000_000; n++ {
+				if _, ok := L.GetStack(n); !ok {
+					break
+				}
+			}
+			L.Push(lua.LNumber(n))
+			return 1
+		}))
+		return nil
+	})
+	mustRun(t, rt, `
+		for i = 1, 3000 do
+			local done = false
+			shield.spawn(function() done = true end)
+			while not done do shield.sleep(0) end
+		end
+		local n
+		shield.spawn(function() n = levels() end)
+		while not n do shield.sleep(0) end
+		assert(n <= 520, n .. " levels in a task on a reused thread")
+
+		for i = 1, 3000 do pcall(function() end) end
+		local ok, m = pcall(levels)
+		assert(ok and m <= 530, tostring(m) .. " levels in a pcall on a reused worker")`)
+}

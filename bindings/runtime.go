@@ -55,7 +55,7 @@ type Runtime struct {
 	inflight     int                   // batches being sent
 	starting     int                   // tasks shield.spawn queued for the next turn
 	threads      map[*lua.LState]*Task // every task thread; nil = idle in the pool
-	spareThreads []*lua.LState
+	spareThreads []spareThread
 	threadOpts   lua.Options
 	running      *Task                       // the task being resumed now
 	parked       map[*lua.LState]*op         // coroutines of tasks inside a pending call

@@ -100,9 +100,13 @@ end
 -- (a blocking shield call, or the user's own coroutine.yield) goes up to our
 -- resumer and the results come back down. A worker that raised is dead and
 -- dropped; one that finished goes back to the pool, which keeps at most
--- POOL idle workers (a burst of concurrent pcalls does not pin memory).
-local POOL = 64
-local pool, npool = {}, 0
+-- POOL idle workers (a burst of concurrent pcalls does not pin memory). A
+-- worker's loop tail-calls itself once per call, and gopher-lua counts each
+-- tail call as a stack level that debug.traceback walks: a worker retires
+-- after RETIRE calls (runs[i] counts pool[i]'s; settle carries the count of
+-- the worker it drives), as task threads do.
+local POOL, RETIRE = 64, 512
+local pool, runs, npool = {}, {}, 0
 
 local function call(f, ...)
 	return DONE, f(...)
@@ -112,20 +116,20 @@ local function worker(...)
 	return worker(co_yield(call(...)))
 end
 
-local function settle(co, ok, ...)
+local function settle(co, n, ok, ...)
 	if not ok then
 		disown(co)
 		return false, ...
 	end
 	if (...) == DONE then
 		disown(co)
-		if npool < POOL then
+		if npool < POOL and n + 1 < RETIRE then
 			npool = npool + 1
-			pool[npool] = co
+			pool[npool], runs[npool] = co, n + 1
 		end
 		return true, select(2, ...)
 	end
-	return settle(co, co_resume(co, co_yield(...)))
+	return settle(co, n, co_resume(co, co_yield(...)))
 end
 
 function pcall(...)
@@ -136,16 +140,16 @@ function pcall(...)
 	if not callable(f) then
 		return false, "attempt to call a " .. type(f) .. " value"
 	end
-	local co
+	local co, n = nil, 0
 	if npool > 0 then
-		co = pool[npool]
-		pool[npool] = nil
+		co, n = pool[npool], runs[npool]
+		pool[npool], runs[npool] = nil, nil
 		npool = npool - 1
 	else
 		co = create(worker)
 	end
 	adopt(co)
-	return settle(co, co_resume(co, ...))
+	return settle(co, n, co_resume(co, ...))
 end
 
 local ypcall = pcall
