@@ -248,17 +248,18 @@ func lateness(log *slog.Logger, cfg config.Config, registered, rate int, dist bo
 		}
 		defer trace.Stop()
 	}
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(live)
+	// runtime/metrics, not ReadMemStats, which stops the world at the
+	// window's edges.
+	at0 := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/live:bytes"}}
+	metrics.Read(at0)
 	time.Sleep(time.Until(start.Add(*flagDuration + 100*time.Millisecond)))
-	runtime.ReadMemStats(&m1)
+	at1 := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(at1)
 	stopLoad()
 	mu.Lock()
 	defer mu.Unlock()
 	r := summarize(samples)
-	r.gcs, r.heap = m1.NumGC-m0.NumGC, live[0].Value.Uint64()
+	r.gcs, r.heap = uint32(at1[0].Value.Uint64()-at0[0].Value.Uint64()), at0[1].Value.Uint64()
 	return r
 }
 
