@@ -18,9 +18,10 @@ import (
 //
 // Members, leaves and the uid index hold no pointers (region.go): a member
 // is a 64-byte record with its score, its leaf and its uid inline, and
-// leaves and members are named by uint32 ids. Only the inner nodes (about
-// one per 2 000 members) live on the Go heap. Not safe for concurrent use;
-// memBoard guards it.
+// leaves and members are named by uint32 ids. The inner nodes (about one
+// per 2 000 members) are Go objects, and so are the uids over 48 bytes and,
+// under TiesUID, the separators' uids: those the collector does mark. Not
+// safe for concurrent use; memBoard guards it.
 
 const (
 	fan = 64 // entries per node, at most fan-1 at rest
@@ -51,7 +52,9 @@ type member struct {
 
 type leaf struct {
 	// The header and the first ids share a cache line: finding a member
-	// (a scan of ids) starts there.
+	// (a scan of ids) starts there. Leaves are a whole number of lines
+	// (the padding; chunks start on a page), so no leaf's header or
+	// entries straddle a line more than they must.
 	parent uint32 // inner node id
 	pidx   int32  // index in parent
 	n      int32
@@ -59,7 +62,15 @@ type leaf struct {
 	next   uint32
 	ids    [fan]uint32
 	keys   [fan]key
+	_      [40]byte
 }
+
+// Leaves and member records are whole cache lines (a compile error if
+// not).
+var (
+	_ = [1]struct{}{}[unsafe.Sizeof(leaf{})%64]
+	_ = [1]struct{}{}[unsafe.Sizeof(member{})%64]
+)
 
 type inner struct {
 	id       uint32 // in tree.inners
@@ -103,8 +114,17 @@ func newTree(byUID bool) *tree {
 	return t
 }
 
-// release gives the tree's mapped memory back; t must not be used after.
-func (t *tree) release() { t.mem.release() }
+// release gives the tree's mapped memory back; t must not be used after
+// (its arrays are dropped too, so a use is a nil dereference, not a read
+// of unmapped memory).
+func (t *tree) release() {
+	t.members.chunks, t.leaves.chunks, t.index.slots = nil, nil, nil
+	t.mem.release()
+}
+
+// grown reports whether the tree ever held more members than its first
+// chunk: an empty tree that did still has the memory of its peak.
+func (t *tree) grown() bool { return t.members.next > 1<<t.members.shift }
 
 func (t *tree) member(id uint32) *member { return t.members.at(id) }
 func (t *tree) leaf(id uint32) *leaf     { return t.leaves.at(id) }

@@ -15,10 +15,12 @@ import (
 // and updates in O(log n), reading a few cache lines per level), kept in
 // pointer-free memory the collector does not scan (region.go), guarded by
 // the board's read-write mutex, so operations on different boards never
-// contend and reads of one board run in parallel. Its operations are store.Local: they run when the Op runs,
-// on the caller's goroutine, and never wait on I/O. It starts no goroutine.
-// Boards live as long as the Memory (an empty board keeps its version).
-// Archive expiry reads the injected clock.
+// contend and reads of one board run in parallel. Its operations are
+// store.Local: they run when the Op runs, on the caller's goroutine, and
+// never wait on I/O. It starts no goroutine. Boards live as long as the
+// Memory (an empty board keeps its version); their mapped memory goes back
+// on Clear, on a reset, and when the Memory is collected. Archive expiry
+// reads the injected clock.
 type Memory struct {
 	now func() time.Time
 
@@ -284,10 +286,12 @@ func (h *memHandle) Clear() *store.Op[Written] {
 	})
 }
 
-// clear empties the board and returns how many members it had.
+// clear empties the board and returns how many members it had. A board
+// emptied member by member still holds its peak memory (its arrays never
+// shrink), so a grown tree is replaced even when it is empty.
 func (b *memBoard) clear() int {
 	n := b.list.length
-	if n > 0 {
+	if n > 0 || b.list.grown() {
 		b.list.release()
 		b.list = newTree(b.ties == TiesUID)
 	}

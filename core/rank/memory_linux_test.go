@@ -49,17 +49,32 @@ func TestMappedMemoryIsGivenBack(t *testing.T) {
 	}
 }
 
-// mappedBytes is the size of bd's mapped arrays (a memory board's).
-func mappedBytes(bd Board) int {
-	b := bd.(*memHandle).b
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	rs := b.list.mem
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	n := 0
-	for _, m := range rs.mapped {
-		n += len(m)
+// A board emptied by Remove keeps its peak memory until Clear or a reset,
+// which give it back even though the board is empty.
+func TestClearOfAnEmptiedBoardGivesItsMemoryBack(t *testing.T) {
+	m := NewMemory(nil)
+	bd := board(t, m, "big", Options{})
+	scores := map[string]float64{}
+	for i := range 100_000 {
+		scores[string(binary.BigEndian.AppendUint32(nil, uint32(i)))] = float64(i % 1000)
 	}
-	return n
+	do(t, bd.MUpdate(scores))
+	if mappedBytes(bd) == 0 {
+		t.Fatal("a board of 100 000 members mapped nothing")
+	}
+	for uid := range scores {
+		do(t, bd.Remove(uid))
+	}
+	do(t, bd.Clear())
+	if n := mappedBytes(bd); n != 0 {
+		t.Errorf("an emptied board still maps %d bytes after Clear", n)
+	}
+	do(t, bd.MUpdate(scores))
+	for uid := range scores {
+		do(t, bd.Remove(uid))
+	}
+	do(t, bd.ArchiveAndClear("20250101", 1, time.Second))
+	if n := mappedBytes(bd); n != 0 {
+		t.Errorf("an emptied board still maps %d bytes after a reset", n)
+	}
 }

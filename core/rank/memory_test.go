@@ -2,6 +2,7 @@ package rank
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -10,7 +11,7 @@ import (
 )
 
 // naive is a leaderboard as a sorted slice: the semantics of the package
-// doc, written the obvious way, to check the skip list against.
+// doc, written the obvious way, to check the tree against.
 type naive struct {
 	byUID   bool
 	max     int
@@ -271,6 +272,34 @@ func checkTree(t *testing.T, tr *tree) {
 	if n := walk(tr.root, 0, nil, nil); n != tr.length || tr.index.n != n {
 		t.Fatalf("tree holds %d; length %d, index %d", n, tr.length, tr.index.n)
 	}
+	slots := 0
+	for _, s := range tr.index.slots {
+		if s != 0 {
+			slots++
+		}
+	}
+	if slots != tr.length {
+		t.Fatalf("index slots %d length %d", slots, tr.length)
+	}
+	if int(tr.members.next)-len(tr.members.free) != tr.length {
+		t.Fatalf("members next %d free %d length %d", tr.members.next, len(tr.members.free), tr.length)
+	}
+	seen := map[uint32]bool{}
+	for _, id := range tr.members.free {
+		if seen[id] {
+			t.Fatalf("member %d freed twice", id)
+		}
+		seen[id] = true
+	}
+	long := 0
+	for id := range tr.members.next {
+		if !seen[id] && tr.member(id).ulen > inlineUID {
+			long++
+		}
+	}
+	if long != len(tr.long) {
+		t.Fatalf("long map %d, long members %d", len(tr.long), long)
+	}
 	for i, lid := range leaves {
 		l := tr.leaf(lid)
 		if (i > 0 && l.prev != leaves[i-1]) || (i == 0 && l.prev != noLeaf) ||
@@ -471,4 +500,139 @@ func TestMemoryArchiveExpiryFreesTheDate(t *testing.T) {
 	if r := do(t, bd.ArchiveAndClear("20250101", 5, time.Second)); r.Done {
 		t.Fatalf("a repeated reset ran after its archive expired: %+v", r)
 	}
+}
+
+// Updates (findPlace, then moveTo or addAt, then eviction), swaps and
+// removals on a board of thousands of members, a third of their uids too
+// long to live inline, under both tie policies, with and without a cap:
+// the tree's invariants and the naive model's order hold throughout.
+func TestMemoryLargeBoardAgainstNaive(t *testing.T) {
+	for _, ties := range []Ties{TiesReach, TiesUID} {
+		for _, max := range []int{0, 3000} {
+			m := NewMemory(nil)
+			bd := board(t, m, "b", Options{Ties: ties, MaxMembers: max})
+			nv := &naive{byUID: ties == TiesUID, max: max}
+			rng := rand.New(rand.NewPCG(7, uint64(max)))
+			uid := func(i int) string {
+				s := fmt.Sprintf("u%05d", i)
+				if i%3 == 0 {
+					s += strings.Repeat("y", 50)
+				}
+				return s
+			}
+			for i := range 40000 {
+				u := uid(rng.IntN(6000))
+				switch r := rng.IntN(10); {
+				case r < 7:
+					s := float64(rng.IntN(50))
+					do(t, bd.Update(u, s, ModeSet))
+					nv.set(u, s, ModeSet)
+				case r < 8:
+					v := uid(rng.IntN(6000))
+					if v != u {
+						_, _ = bd.Swap(u, v, nil).Do(t.Context())
+						nv.swap(u, v)
+					}
+				default:
+					do(t, bd.Remove(u))
+					if j := nv.find(u); j >= 0 {
+						nv.members = append(nv.members[:j], nv.members[j+1:]...)
+					}
+				}
+				if i%4000 == 0 || i == 39999 {
+					checkTree(t, bd.(*memHandle).b.list)
+					want := nv.entries()
+					wantEntries(t, "Top", do(t, bd.Top(len(want)+1)), want...)
+				}
+			}
+		}
+	}
+}
+
+// Entries a read returned own their uids: they stay intact after the board
+// is cleared (its mapped memory given back) and refilled.
+func TestEntriesOutliveTheBoardsMemory(t *testing.T) {
+	m := NewMemory(nil)
+	bd := board(t, m, "big", Options{Ties: TiesUID})
+	scores := map[string]float64{}
+	for i := range 100_000 {
+		scores[fmt.Sprintf("p%07d", i)] = float64(i % 1000)
+	}
+	do(t, bd.MUpdate(scores))
+	top := do(t, bd.Top(1000))
+	ar := do(t, bd.Around("p0000999", 5))
+	save := fmt.Sprint(top, ar)
+	do(t, bd.Clear())
+	for i := range 100_000 {
+		scores[fmt.Sprintf("q%07d", i)] = float64(i % 7)
+	}
+	do(t, bd.MUpdate(scores))
+	if fmt.Sprint(top, ar) != save {
+		t.Fatal("returned entries changed")
+	}
+}
+
+// The index alone against a map, with hashes forced into a few homes near
+// the table's end so that runs of slots wrap around; every id stays
+// reachable from its home after each add and removal.
+func TestIndexRunsThatWrap(t *testing.T) {
+	rs := &regions{}
+	rng := rand.New(rand.NewPCG(9, 9))
+	for round := range 200 {
+		x := newIndex(rs)
+		model := map[uint32]uint32{} // id -> hash
+		for step := range 2000 {
+			if len(model) < 40 && (rng.IntN(3) > 0 || len(model) == 0) {
+				id := uint32(round*10000 + step)
+				h := uint32(len(x.slots) - 1 - rng.IntN(3)) // homes at the end
+				if rng.IntN(4) == 0 {
+					h = uint32(rng.Uint32())
+				}
+				x.add(rs, h, id)
+				model[id] = h
+			} else {
+				for id, h := range model {
+					x.remove(h, id)
+					delete(model, id)
+					break
+				}
+			}
+			// every member reachable from its home without crossing an empty slot
+			mask := uint32(len(x.slots) - 1)
+			n := 0
+			for _, s := range x.slots {
+				if s != 0 {
+					n++
+				}
+			}
+			if n != len(model) || x.n != n {
+				t.Fatalf("slots %d n %d model %d", n, x.n, len(model))
+			}
+			for id, h := range model {
+				i := h & mask
+				for x.slots[i] != slotOf(h, id) {
+					if x.slots[i] == 0 {
+						t.Fatalf("id %d unreachable", id)
+					}
+					i = (i + 1) & mask
+				}
+			}
+		}
+	}
+}
+
+// mappedBytes is the size of a memory board's mapped arrays (0 where the
+// OS maps none).
+func mappedBytes(bd Board) int {
+	b := bd.(*memHandle).b
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	rs := b.list.mem
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	n := 0
+	for _, m := range rs.mapped {
+		n += len(m)
+	}
+	return n
 }

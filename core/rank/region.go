@@ -7,14 +7,17 @@ import (
 
 // The memory board keeps its members, leaves and index in pointer-free
 // arrays (slab.go, index.go): the collector neither scans nor marks
-// what is inside them, so a board of millions of members adds nothing to
-// a GC cycle and the host's allocations stay cheap. Arrays of hugeBytes
+// what is inside them, so a board of millions of members (with uids of up
+// to 48 bytes) adds next to nothing to a GC cycle and the host's
+// allocations stay cheap. Arrays of hugeBytes
 // or more come from regions mapped outside the Go heap and advised to
 // use transparent huge pages where the OS has them (region_linux.go):
 // at a million members the entries span about a hundred megabytes, and a
-// lookup's cache misses cost a third less when they do not miss the TLB
-// as well. Smaller arrays come from the Go heap, so a small board costs
-// no more than its entries.
+// lookup's cache misses cost less when they do not miss the TLB
+// as well (measured: 180 against 280 ns a miss in one hour on a 2-vCPU
+// VM, no difference in another, when the host seemed to back them with
+// small pages). Smaller arrays come from the Go heap (pointer-free, so
+// never scanned either), so a small board costs no more than its entries.
 
 const hugeBytes = 2 << 20 // a huge page on amd64 and arm64
 

@@ -35,6 +35,9 @@ func (s *slab[T]) alloc(rs *regions) uint32 {
 		return id
 	}
 	id := s.next
+	if id == maxID {
+		panic("rank: a board holds at most 2^32-1 members")
+	}
 	if c := bits.Len32(id >> s.shift); c == len(s.chunks) {
 		size := 1 << s.shift
 		if c > 0 {
@@ -45,6 +48,9 @@ func (s *slab[T]) alloc(rs *regions) uint32 {
 	s.next++
 	return id
 }
+
+// maxID is never handed out: the index stores id+1 in 32 bits.
+const maxID = ^uint32(0)
 
 // release frees id for reuse.
 func (s *slab[T]) release(id uint32) { s.free = append(s.free, id) }
