@@ -195,7 +195,15 @@ func (w *waiter) grantedLocal(h local.Hold) {
 	if w.finished {
 		return // cannot happen: a grant is awaited, never refused
 	}
-	w.finish(w.s.hold(w.l, w.key, w.owner, grantOf(h, w.l.set.TTL), time.Time{}, false), nil)
+	// The lease ends when the lock's own does (ExpiresAt, by the same
+	// clock), not a ttl from now: the grant may reach this loop well after
+	// it was made, and a lease counted from here would outlast the lock's,
+	// with Lost() false while another task could already take it.
+	var from time.Time
+	if !h.ExpiresAt.IsZero() && w.l.set.TTL > 0 {
+		from = h.ExpiresAt.Add(-w.l.set.TTL)
+	}
+	w.finish(w.s.hold(w.l, w.key, w.owner, grantOf(h, w.l.set.TTL), from, false), nil)
 }
 
 func grantOf(h local.Hold, ttl time.Duration) Grant {

@@ -799,3 +799,38 @@ func TestParseOwner(t *testing.T) {
 		}
 	}
 }
+
+// An in-process lock's grant can reach its waiter's loop later than it was
+// made (the loop was busy). The hold's lease ends when the lock's does, not
+// a ttl after the loop saw the grant: Lost() must say so as soon as the lock
+// has expired and another task could take it (it said false for as long as
+// the grant had waited).
+func TestSessionLateLocalGrantLeaseEndsWithTheLock(t *testing.T) {
+	clock := newFakeClock()
+	p := newProc(t, nil, clock)
+	spec := Spec{Name: "late", Mode: Exclusive, Scope: InProcess,
+		Given: Given{TTL: ptr(time.Second), AutoExtend: ptr(false)}}
+	l := p.lock(spec)
+	a := p.mustAcquire(l, ownerA, WaitForever)
+	chB := p.start(l, ownerB, WaitForever)
+	p.loop.flush()
+	// A's release grants the lock to B now; B's loop learns of it only
+	// after another half second.
+	p.loop.do(func() {
+		a.Release(func(int, error) {})
+		clock.Advance(500 * time.Millisecond)
+	})
+	b := wait(t, chB, "acquire by B")
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	clock.Advance(600 * time.Millisecond) // past the lock's expiry
+	var lost bool
+	p.loop.do(func() { lost = l.Lost(b.h.Owner()) })
+	if !lost {
+		t.Fatal("Lost() is false after the lock's own lease ran out")
+	}
+	if r := wait(t, p.start(l, ownerC, TryOnce), "try by C"); r.err != nil {
+		t.Fatalf("the lock had not expired: %v", r.err)
+	}
+}

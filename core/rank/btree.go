@@ -104,7 +104,9 @@ type tree struct {
 }
 
 func newTree(byUID bool) *tree {
-	t := &tree{byUID: byUID, members: newSlab[member](6), leaves: newSlab[leaf](2), mem: &regions{}}
+	// First chunks of 8 members and 1 leaf, doubling from there: a game
+	// keeps many small boards.
+	t := &tree{byUID: byUID, members: newSlab[member](3), leaves: newSlab[leaf](0), mem: &regions{}}
 	t.index = newIndex(t.mem)
 	t.root = t.newInner(true)
 	t.root.n = 1

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -635,4 +636,27 @@ func mappedBytes(bd Board) int {
 		n += len(m)
 	}
 	return n
+}
+
+// A game keeps many small boards (a guild's, an event's): one of five
+// members costs less than 8 KB of heap (the first chunks of its arrays are
+// small; it was 13 KB with chunks sized for large boards).
+func TestSmallBoardsStaySmall(t *testing.T) {
+	const boards = 2000
+	m := NewMemory(nil)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range boards {
+		bd := board(t, m, fmt.Sprintf("guild:%d", i), Options{})
+		for j := range 5 {
+			do(t, bd.Update(fmt.Sprintf("player:%d", j), float64(j), ModeSet))
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / boards; per > 8<<10 {
+		t.Fatalf("%d bytes of heap per board of five members", per)
+	}
+	runtime.KeepAlive(m)
 }
