@@ -337,37 +337,20 @@ func TestParkedTasksAreSmall(t *testing.T) {
 	}
 }
 
-// A pooled thread's loop counts one tail call per task it ran; tracebacks
-// must not walk those levels (3 000 tasks made 3 000 levels).
-func TestTracebackOfReusedThreadStaysShort(t *testing.T) {
+// gopher-lua's own walk of the stack (debug.traceback, GetStack) counts a
+// level per tail call, and a pooled thread's loop tail-calls once per task
+// (a pcall worker's, once per call). Our tracebacks stop at the first
+// repeated runtime frame, and threads and workers retire after
+// retireThreadAfter runs, so the levels gopher-lua walks stay bounded
+// however many tasks and pcalls came before (3 000 of each made 3 000
+// levels).
+func TestReusedThreadsKeepTheirStacksShort(t *testing.T) {
 	rt := newTestRuntime(t, nil)
 	_ = rt.Do(func(L *lua.LState) error {
 		L.SetGlobal("frames", L.NewFunction(func(L *lua.LState) int {
 			L.Push(lua.LNumber(len(stackFrames(L))))
 			return 1
 		}))
-		return nil
-	})
-	mustRun(t, rt, `
-		for i = 1, 3000 do
-			local done = false
-			shield.spawn(function() done = true end)
-			while not done do shield.sleep(0) end
-		end
-		local n
-		shield.spawn(function() n = frames() end)
-		while not n do shield.sleep(0) end
-		assert(n < 10, n .. " frames")`)
-}
-
-// gopher-lua's own walk of the stack (debug.traceback, GetStack) counts a
-// level per tail call, and a pooled thread's loop tail-calls once per task
-// (a pcall worker's, once per call): threads and workers retire after
-// retireThreadAfter runs, so the levels it walks stay bounded however many
-// tasks and pcalls came before (3 000 of each made 3 000 levels).
-func TestReusedThreadsRetireBeforeTheirStackGrowsLong(t *testing.T) {
-	rt := newTestRuntime(t, nil)
-	_ = rt.Do(func(L *lua.LState) error {
 		L.SetGlobal("levels", L.NewFunction(func(L *lua.LState) int {
 			n := 0
 			for ; n < 1_000_000; n++ {
@@ -386,10 +369,11 @@ func TestReusedThreadsRetireBeforeTheirStackGrowsLong(t *testing.T) {
 			shield.spawn(function() done = true end)
 			while not done do shield.sleep(0) end
 		end
-		local n
-		shield.spawn(function() n = levels() end)
+		local n, f
+		shield.spawn(function() n, f = levels(), frames() end)
 		while not n do shield.sleep(0) end
 		assert(n <= 520, n .. " levels in a task on a reused thread")
+		assert(f < 10, f .. " frames in our traceback")
 
 		for i = 1, 3000 do pcall(function() end) end
 		local ok, m = pcall(levels)

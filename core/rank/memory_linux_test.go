@@ -12,12 +12,7 @@ import (
 // it is collected.
 func TestMappedMemoryIsGivenBack(t *testing.T) {
 	m := NewMemory(nil)
-	bd := board(t, m, "big", Options{})
-	scores := map[string]float64{}
-	for i := range 100_000 {
-		scores[string(binary.BigEndian.AppendUint32(nil, uint32(i)))] = float64(i % 1000)
-	}
-	do(t, bd.MUpdate(scores))
+	bd, _ := bigBoard(t, m)
 	rs := m.boards["big"].list.mem
 	if rs.count() == 0 {
 		t.Fatal("a board of 100 000 members mapped no region")
@@ -52,13 +47,7 @@ func TestMappedMemoryIsGivenBack(t *testing.T) {
 // A board emptied by Remove keeps its peak memory until Clear or a reset,
 // which give it back even though the board is empty.
 func TestClearOfAnEmptiedBoardGivesItsMemoryBack(t *testing.T) {
-	m := NewMemory(nil)
-	bd := board(t, m, "big", Options{})
-	scores := map[string]float64{}
-	for i := range 100_000 {
-		scores[string(binary.BigEndian.AppendUint32(nil, uint32(i)))] = float64(i % 1000)
-	}
-	do(t, bd.MUpdate(scores))
+	bd, scores := bigBoard(t, NewMemory(nil))
 	if mappedBytes(bd) == 0 {
 		t.Fatal("a board of 100 000 members mapped nothing")
 	}
@@ -77,4 +66,17 @@ func TestClearOfAnEmptiedBoardGivesItsMemoryBack(t *testing.T) {
 	if n := mappedBytes(bd); n != 0 {
 		t.Errorf("an emptied board still maps %d bytes after a reset", n)
 	}
+}
+
+// bigBoard fills m's board "big" with 100 000 members (enough for mapped
+// arrays) and returns it with their scores.
+func bigBoard(t *testing.T, m *Memory) (Board, map[string]float64) {
+	t.Helper()
+	bd := board(t, m, "big", Options{})
+	scores := map[string]float64{}
+	for i := range 100_000 {
+		scores[string(binary.BigEndian.AppendUint32(nil, uint32(i)))] = float64(i % 1000)
+	}
+	do(t, bd.MUpdate(scores))
+	return bd, scores
 }
