@@ -59,18 +59,8 @@ const never = 1e12
 func main() {
 	flag.Parse()
 	ctx := context.Background()
-	opt, err := redis.ParseURL(*flagRedis)
-	if err != nil || *flagRedis == "" {
-		benchutil.Fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
-	}
-	if !strings.HasPrefix(opt.Addr, "127.0.0.1:") && !strings.HasPrefix(opt.Addr, "localhost:") {
-		benchutil.Fatalf("-redis %s: loopback only", opt.Addr)
-	}
-	rc := redis.NewClient(opt)
+	rc, opt := benchutil.Connect(ctx, *flagRedis)
 	defer rc.Close()
-	if err := rc.Ping(ctx).Err(); err != nil {
-		benchutil.Fatalf("Redis at %s: %v", opt.Addr, err)
-	}
 	prefix := "limitbench:" + benchutil.RandHex(6) + ":"
 	defer benchutil.Cleanup(rc, prefix)
 	src, err := os.ReadFile(filepath.Join(*flagScripts, "window_allow.lua"))
@@ -199,46 +189,41 @@ func main() {
 	fmt.Printf("| core `Allow` (Redis) ÷ x/time/rate | %.2f× |\n\n", nsRatio(goShieldRedis, goXRate))
 
 	// ---- 2. throughput against redis_rate, and the sliding window's overhead
-	type tcase struct {
-		name  string
-		run   func(d time.Duration) int
-		rates []float64
-	}
-	redisRate := &tcase{name: fmt.Sprintf("go-redis/redis_rate `Allow`, %d goroutines", n), run: func(d time.Duration) int {
+	redisRate := &benchutil.Case{Name: fmt.Sprintf("go-redis/redis_rate `Allow`, %d goroutines", n), Run: func(d time.Duration) int {
 		return benchutil.Goroutines(n, 1, d, func(w, i int) {
 			if _, err := limiter.Allow(ctx, prefix+"rr:"+keys[(w+i)%64], rrLimit); err != nil {
 				benchutil.Fatalf("redis_rate: %v", err)
 			}
 		})
 	}}
-	tbGo := &tcase{name: fmt.Sprintf("shield token bucket on Redis, core `Allow`, %d goroutines", n), run: func(d time.Duration) int {
+	tbGo := &benchutil.Case{Name: fmt.Sprintf("shield token bucket on Redis, core `Allow`, %d goroutines", n), Run: func(d time.Duration) int {
 		return benchutil.Goroutines(n, 64, d, func(w, i int) { tbRedis.Allow(keys[(w+i)%64], 1) })
 	}}
-	tbLua := &tcase{name: "shield token bucket on Redis, `tb:allow` from 1 task", run: func(d time.Duration) int {
+	tbLua := &benchutil.Case{Name: "shield token bucket on Redis, `tb:allow` from 1 task", Run: func(d time.Duration) int {
 		return benchutil.LuaTasks(rt, 1, 64, d, ``, `tb:allow(keys[k % 64 + 1])`)
 	}}
-	swGo := &tcase{name: fmt.Sprintf("shield sliding window, core `AllowOp(...).Do`, %d goroutines", n), run: func(d time.Duration) int {
+	swGo := &benchutil.Case{Name: fmt.Sprintf("shield sliding window, core `AllowOp(...).Do`, %d goroutines", n), Run: func(d time.Duration) int {
 		return benchutil.Goroutines(n, 1, d, func(w, i int) {
 			if _, err := swRedis.AllowOp(keys[(w+i)%64], 1).Do(ctx); err != nil {
 				benchutil.Fatalf("sliding window: %v", err)
 			}
 		})
 	}}
-	swLua := &tcase{name: fmt.Sprintf("shield sliding window, `sw:allow` from %d tasks of one runtime", n), run: func(d time.Duration) int {
+	swLua := &benchutil.Case{Name: fmt.Sprintf("shield sliding window, `sw:allow` from %d tasks of one runtime", n), Run: func(d time.Duration) int {
 		return benchutil.LuaTasks(rt, n, 1, d, ``, `sw:allow(keys[(w + k) % 64 + 1])`)
 	}}
 	rawKeys := make([]string, 64)
 	for i := range rawKeys {
 		rawKeys[i] = prefix + "ratelimit:{raw}:sw:" + keys[i]
 	}
-	swRaw := &tcase{name: fmt.Sprintf("raw `EVALSHA` of window_allow.lua, %d goroutines", n), run: func(d time.Duration) int {
+	swRaw := &benchutil.Case{Name: fmt.Sprintf("raw `EVALSHA` of window_allow.lua, %d goroutines", n), Run: func(d time.Duration) int {
 		return benchutil.Goroutines(n, 1, d, func(w, i int) {
 			if err := windowScript.EvalSha(ctx, rc, []string{rawKeys[(w+i)%64]}, 1000000, int64(never), 1).Err(); err != nil {
 				benchutil.Fatalf("EVALSHA: %v", err)
 			}
 		})
 	}}
-	emptyRaw := &tcase{name: fmt.Sprintf("raw `EVALSHA` of `return 1`, %d goroutines", n), run: func(d time.Duration) int {
+	emptyRaw := &benchutil.Case{Name: fmt.Sprintf("raw `EVALSHA` of `return 1`, %d goroutines", n), Run: func(d time.Duration) int {
 		return benchutil.Goroutines(n, 1, d, func(w, i int) {
 			if err := emptyScript.EvalSha(ctx, rc, []string{rawKeys[(w+i)%64]}).Err(); err != nil {
 				benchutil.Fatalf("EVALSHA: %v", err)
@@ -255,27 +240,12 @@ func main() {
 	}); err != nil {
 		benchutil.Fatalf("setup: %v", err)
 	}
-	cases := []*tcase{redisRate, tbGo, tbLua, swGo, swLua, swRaw, emptyRaw}
-	for _, c := range cases { // warm-up
-		c.run(*flagSlice / 5)
-	}
-	for r := 0; r < *flagRounds; r++ {
-		for _, c := range cases {
-			ops := c.run(*flagSlice)
-			c.rates = append(c.rates, float64(ops)/flagSlice.Seconds())
-			fmt.Fprintf(os.Stderr, "round %d: %s: %.0f/s\n", r+1, c.name, c.rates[r])
-		}
-	}
-	ratio := func(a, b *tcase) float64 {
-		var rs []float64
-		for i := range a.rates {
-			rs = append(rs, a.rates[i]/b.rates[i])
-		}
-		return benchutil.Median(rs)
-	}
+	cases := []*benchutil.Case{redisRate, tbGo, tbLua, swGo, swLua, swRaw, emptyRaw}
+	benchutil.Interleave(cases, *flagRounds, *flagSlice)
+	ratio := benchutil.Ratio
 	fmt.Printf("## Decisions per second with Redis\n\n| case | decisions/s (median) |\n|---|---|\n")
 	for _, c := range cases {
-		fmt.Printf("| %s | %s |\n", c.name, benchutil.FmtOps(benchutil.Median(c.rates)))
+		fmt.Printf("| %s | %s |\n", c.Name, benchutil.FmtOps(benchutil.Median(c.Rates)))
 	}
 	fmt.Printf("\n| ratio (throughput) | median of rounds |\n|---|---|\n")
 	fmt.Printf("| token bucket (Go, %d goroutines) ÷ redis_rate | **%.0f×** |\n", n, ratio(tbGo, redisRate))

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"os"
 	"runtime"
 	"sort"
@@ -160,19 +159,9 @@ func main() {
 	if *flagDuration <= 0 || *flagRounds < 1 || *flagWaiters < 1 || *flagRuntimes < 1 || *flagMaxOps < 1 {
 		benchutil.Fatalf("-duration, -rounds, -waiters, -runtimes and -max-ops must be positive")
 	}
-	opt, err := redis.ParseURL(*flagRedis)
-	if err != nil {
-		benchutil.Fatalf("-redis: %v", err)
-	}
-	if host, _, _ := net.SplitHostPort(opt.Addr); host != "127.0.0.1" && host != "localhost" && host != "::1" {
-		benchutil.Fatalf("-redis %s: loopback only (127.0.0.1, localhost, ::1)", opt.Addr)
-	}
 	ctx := context.Background()
-	rc := redis.NewClient(opt) // the Go peers' client: go-redis defaults, like shield's (pool_size 0)
+	rc, opt := benchutil.Connect(ctx, *flagRedis) // the Go peers' client: go-redis defaults, like shield's (pool_size 0)
 	defer rc.Close()
-	if err := rc.Ping(ctx).Err(); err != nil {
-		benchutil.Fatalf("Redis at %s does not answer: %v", opt.Addr, err)
-	}
 	prefix := "lockbench:" + benchutil.RandHex(6) + ":"
 	defer benchutil.Cleanup(rc, prefix)
 	d := *flagDuration

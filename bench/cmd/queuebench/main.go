@@ -69,18 +69,8 @@ func main() {
 		return
 	}
 	ctx := context.Background()
-	opt, err := redis.ParseURL(*flagRedis)
-	if err != nil || *flagRedis == "" {
-		benchutil.Fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
-	}
-	if !strings.HasPrefix(opt.Addr, "127.0.0.1:") && !strings.HasPrefix(opt.Addr, "localhost:") {
-		benchutil.Fatalf("-redis %s: loopback only", opt.Addr)
-	}
-	rc := redis.NewClient(opt)
+	rc, opt := benchutil.Connect(ctx, *flagRedis)
 	defer rc.Close()
-	if err := rc.Ping(ctx).Err(); err != nil {
-		benchutil.Fatalf("Redis at %s: %v", opt.Addr, err)
-	}
 	run := benchutil.RandHex(6)
 	prefix := "queuebench:" + run + ":"
 	asynqQueue := "queuebench_" + run
@@ -101,25 +91,20 @@ func main() {
 		n, *flagSlice, *flagE2E, *flagRounds)
 
 	// ---- push+pop pairs
-	type tcase struct {
-		name  string
-		run   func(d time.Duration) int
-		rates []float64
-	}
 	key := func(s string) string { return prefix + "raw:{" + s + "}" }
 	rc.XGroupCreateMkStream(ctx, key("stream"), "g", "$")
-	luaPairs := func(label, ctor, body string) *tcase {
-		return &tcase{name: fmt.Sprintf("%d tasks, %s", n, label), run: func(d time.Duration) int {
+	luaPairs := func(label, ctor, body string) *benchutil.Case {
+		return &benchutil.Case{Name: fmt.Sprintf("%d tasks, %s", n, label), Run: func(d time.Duration) int {
 			return benchutil.LuaTasks(rt, n, 1, d, "local q = "+ctor, body)
 		}}
 	}
 	plainLua := luaPairs("`shield.queue` push + pop", `shield.queue("pairs_plain")`, `q:push(w); q:pop()`)
-	plainGo := &tcase{name: fmt.Sprintf("%d goroutines, `LPUSH` + `RPOP`", n), run: func(d time.Duration) int {
+	plainGo := &benchutil.Case{Name: fmt.Sprintf("%d goroutines, `LPUSH` + `RPOP`", n), Run: func(d time.Duration) int {
 		return benchutil.Goroutines(n, 1, d, func(w, _ int) { rc.LPush(ctx, key("list"), w); rc.RPop(ctx, key("list")) })
 	}}
 	delayLua := luaPairs("`shield.delay_queue` push(v, 0) + pop", `shield.delay_queue("pairs_delay")`, `q:push(w, 0); q:pop()`)
 	prioLua := luaPairs("`shield.priority_queue` push(v, p) + pop", `shield.priority_queue("pairs_prio")`, `q:push(w, w % 8); q:pop()`)
-	zsetGo := &tcase{name: fmt.Sprintf("%d goroutines, `ZADD` + `ZPOPMIN`", n), run: func(d time.Duration) int {
+	zsetGo := &benchutil.Case{Name: fmt.Sprintf("%d goroutines, `ZADD` + `ZPOPMIN`", n), Run: func(d time.Duration) int {
 		return benchutil.Goroutines(n, 1, d, func(w, i int) {
 			rc.ZAdd(ctx, key("zset"), redis.Z{Score: float64(w % 8), Member: strconv.Itoa(w) + ":" + strconv.Itoa(i)})
 			rc.ZPopMin(ctx, key("zset"), 1)
@@ -127,7 +112,7 @@ func main() {
 	}}
 	relLua := luaPairs("`shield.reliable_queue` push + pop + `handle:ack()`", `shield.reliable_queue("pairs_rel")`,
 		`q:push(w); local _, h = q:pop(); if h then h:ack() end`)
-	relGo := &tcase{name: fmt.Sprintf("%d goroutines, `XADD` + `XREADGROUP` + `XACK`", n), run: func(d time.Duration) int {
+	relGo := &benchutil.Case{Name: fmt.Sprintf("%d goroutines, `XADD` + `XREADGROUP` + `XACK`", n), Run: func(d time.Duration) int {
 		return benchutil.Goroutines(n, 1, d, func(w, _ int) {
 			rc.XAdd(ctx, &redis.XAddArgs{Stream: key("stream"), Values: []string{"d", strconv.Itoa(w)}})
 			res, err := rc.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c" + strconv.Itoa(w),
@@ -137,33 +122,18 @@ func main() {
 			}
 		})
 	}}
-	pairs := []*tcase{plainLua, plainGo, delayLua, prioLua, zsetGo, relLua, relGo}
-	for _, c := range pairs { // warm-up
-		c.run(*flagSlice / 5)
-	}
-	for r := 0; r < *flagRounds; r++ {
-		for _, c := range pairs {
-			ops := c.run(*flagSlice)
-			c.rates = append(c.rates, float64(ops)/flagSlice.Seconds())
-			fmt.Fprintf(os.Stderr, "round %d: %s: %.0f/s\n", r+1, c.name, c.rates[r])
-		}
-	}
-	ratio := func(a, b []float64) float64 {
-		var rs []float64
-		for i := range a {
-			rs = append(rs, a[i]/b[i])
-		}
-		return benchutil.Median(rs)
-	}
+	pairs := []*benchutil.Case{plainLua, plainGo, delayLua, prioLua, zsetGo, relLua, relGo}
+	benchutil.Interleave(pairs, *flagRounds, *flagSlice)
+	ratio := benchutil.MedianRatio
 	fmt.Printf("## Push + pop pairs (Redis)\n\n| case | pairs/s (median) |\n|---|---|\n")
 	for _, c := range pairs {
-		fmt.Printf("| %s | %s |\n", c.name, benchutil.FmtOps(benchutil.Median(c.rates)))
+		fmt.Printf("| %s | %s |\n", c.Name, benchutil.FmtOps(benchutil.Median(c.Rates)))
 	}
 	fmt.Printf("\n| ratio (Lua ÷ raw go-redis) | median of rounds |\n|---|---|\n")
-	fmt.Printf("| plain ÷ `LPUSH`+`RPOP` | **%.2f×** |\n", ratio(plainLua.rates, plainGo.rates))
-	fmt.Printf("| delay ÷ `ZADD`+`ZPOPMIN` | **%.2f×** |\n", ratio(delayLua.rates, zsetGo.rates))
-	fmt.Printf("| priority ÷ `ZADD`+`ZPOPMIN` | **%.2f×** |\n", ratio(prioLua.rates, zsetGo.rates))
-	fmt.Printf("| reliable ÷ `XADD`+`XREADGROUP`+`XACK` | **%.2f×** |\n\n", ratio(relLua.rates, relGo.rates))
+	fmt.Printf("| plain ÷ `LPUSH`+`RPOP` | **%.2f×** |\n", ratio(plainLua.Rates, plainGo.Rates))
+	fmt.Printf("| delay ÷ `ZADD`+`ZPOPMIN` | **%.2f×** |\n", ratio(delayLua.Rates, zsetGo.Rates))
+	fmt.Printf("| priority ÷ `ZADD`+`ZPOPMIN` | **%.2f×** |\n", ratio(prioLua.Rates, zsetGo.Rates))
+	fmt.Printf("| reliable ÷ `XADD`+`XREADGROUP`+`XACK` | **%.2f×** |\n\n", ratio(relLua.Rates, relGo.Rates))
 
 	// ---- end to end against asynq
 	var shieldE2E, asynqE2E []float64

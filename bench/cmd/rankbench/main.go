@@ -60,18 +60,8 @@ var (
 func main() {
 	flag.Parse()
 	ctx := context.Background()
-	opt, err := redis.ParseURL(*flagRedis)
-	if err != nil || *flagRedis == "" {
-		benchutil.Fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
-	}
-	if !strings.HasPrefix(opt.Addr, "127.0.0.1:") && !strings.HasPrefix(opt.Addr, "localhost:") {
-		benchutil.Fatalf("-redis %s: loopback only", opt.Addr)
-	}
-	rc := redis.NewClient(opt)
+	rc, opt := benchutil.Connect(ctx, *flagRedis)
 	defer rc.Close()
-	if err := rc.Ping(ctx).Err(); err != nil {
-		benchutil.Fatalf("Redis at %s: %v", opt.Addr, err)
-	}
 	prefix := "rankbench:" + benchutil.RandHex(6) + ":"
 	defer benchutil.Cleanup(rc, prefix)
 
@@ -122,16 +112,11 @@ func main() {
 	}
 	swapKeys := []string{prefix + "rank:{swap}", prefix + "rank:members:{swap}", prefix + "rank:meta:{swap}"}
 
-	type tcase struct {
-		name  string
-		run   func(d time.Duration) int
-		rates []float64
-	}
 	luaPair := fmt.Sprintf(`local i = math.random(%d); local j = math.random(%d); if j >= i then j = j + 1 end`, m, m-1)
-	swapLua := &tcase{name: fmt.Sprintf("%d tasks in one runtime, `rank:swap(a, b)`", n), run: func(d time.Duration) int {
+	swapLua := &benchutil.Case{Name: fmt.Sprintf("%d tasks in one runtime, `rank:swap(a, b)`", n), Run: func(d time.Duration) int {
 		return benchutil.LuaTasks(rt, n, 1, d, `local r = shield.rank("swap")`, luaPair+`; assert(r:swap("u" .. (i - 1), "u" .. (j - 1)))`)
 	}}
-	swapRaw := &tcase{name: fmt.Sprintf("%d goroutines, raw `EVALSHA` of the same swap script", n), run: func(d time.Duration) int {
+	swapRaw := &benchutil.Case{Name: fmt.Sprintf("%d goroutines, raw `EVALSHA` of the same swap script", n), Run: func(d time.Duration) int {
 		return goroutines(n, d, func(r *mrand.Rand) {
 			a, b := pair(r, m)
 			if err := rc.EvalSha(ctx, swapSha, swapKeys, "reach", uid(a), uid(b), "0", "0", "0").Err(); err != nil {
@@ -139,7 +124,7 @@ func main() {
 			}
 		})
 	}}
-	swapGo := &tcase{name: fmt.Sprintf("%d goroutines, core/rank `Swap(a, b, nil).Do` (Go, no Lua)", n), run: func(d time.Duration) int {
+	swapGo := &benchutil.Case{Name: fmt.Sprintf("%d goroutines, core/rank `Swap(a, b, nil).Do` (Go, no Lua)", n), Run: func(d time.Duration) int {
 		return goroutines(n, d, func(r *mrand.Rand) {
 			a, b := pair(r, m)
 			if _, err := swapBoard.Swap(uid(a), uid(b), nil).Do(ctx); err != nil {
@@ -147,11 +132,11 @@ func main() {
 			}
 		})
 	}}
-	upLua := &tcase{name: fmt.Sprintf("%d tasks, `rank:update(uid, score)` + `rank:position(uid)` (pairs)", n), run: func(d time.Duration) int {
+	upLua := &benchutil.Case{Name: fmt.Sprintf("%d tasks, `rank:update(uid, score)` + `rank:position(uid)` (pairs)", n), Run: func(d time.Duration) int {
 		return benchutil.LuaTasks(rt, n, 1, d, `local r = shield.rank("update")`,
 			fmt.Sprintf(`local u = "u" .. (math.random(%d) - 1); r:update(u, math.random(1000000)); assert(r:position(u))`, m))
 	}}
-	upRaw := &tcase{name: fmt.Sprintf("%d goroutines, raw `ZADD` + `ZREVRANK` (pairs, plain sorted set)", n), run: func(d time.Duration) int {
+	upRaw := &benchutil.Case{Name: fmt.Sprintf("%d goroutines, raw `ZADD` + `ZREVRANK` (pairs, plain sorted set)", n), Run: func(d time.Duration) int {
 		return goroutines(n, d, func(r *mrand.Rand) {
 			u := uid(r.IntN(m))
 			rc.ZAdd(ctx, plainZ, redis.Z{Score: float64(r.IntN(1000000)), Member: u})
@@ -160,7 +145,7 @@ func main() {
 			}
 		})
 	}}
-	upGo := &tcase{name: fmt.Sprintf("%d goroutines, core/rank `Update` + `Position` (Go, pairs)", n), run: func(d time.Duration) int {
+	upGo := &benchutil.Case{Name: fmt.Sprintf("%d goroutines, core/rank `Update` + `Position` (Go, pairs)", n), Run: func(d time.Duration) int {
 		return goroutines(n, d, func(r *mrand.Rand) {
 			u := uid(r.IntN(m))
 			upBoard.Update(u, float64(r.IntN(1000000)), rank.ModeSet).Do(ctx)
@@ -169,34 +154,19 @@ func main() {
 			}
 		})
 	}}
-	cases := []*tcase{swapLua, swapRaw, swapGo, upLua, upRaw, upGo}
-	for _, c := range cases { // warm-up
-		c.run(*flagSlice / 5)
-	}
-	for r := 0; r < *flagRounds; r++ {
-		for _, c := range cases {
-			ops := c.run(*flagSlice)
-			c.rates = append(c.rates, float64(ops)/flagSlice.Seconds())
-			fmt.Fprintf(os.Stderr, "round %d: %s: %.0f/s\n", r+1, c.name, c.rates[r])
-		}
-	}
-	ratio := func(a, b *tcase) float64 {
-		var rs []float64
-		for i := range a.rates {
-			rs = append(rs, a.rates[i]/b.rates[i])
-		}
-		return benchutil.Median(rs)
-	}
+	cases := []*benchutil.Case{swapLua, swapRaw, swapGo, upLua, upRaw, upGo}
+	benchutil.Interleave(cases, *flagRounds, *flagSlice)
+	ratio := benchutil.Ratio
 	same, _ := rc.ScriptExists(ctx, sha1Hex(swapSrc)).Result()
 	fmt.Printf("## Throughput (Redis)\n\n| case | ops/s (median) | per round |\n|---|---|---|\n")
 	for _, c := range cases {
-		fmt.Printf("| %s | %s | %s |\n", c.name, benchutil.FmtOps(benchutil.Median(c.rates)), fmtRates(c.rates))
+		fmt.Printf("| %s | %s | %s |\n", c.Name, benchutil.FmtOps(benchutil.Median(c.Rates)), fmtRates(c.Rates))
 	}
 	fmt.Printf("\n(update + position rows count pairs: two round trips each.) The raw EVALSHA runs the script the Lua case runs: SCRIPT EXISTS of its SHA1 %v after the Lua rounds.\n\n", same)
 	fmt.Printf("| ratio | median of rounds | target |\n|---|---|---|\n")
 	fmt.Printf("| `rank:swap` from %d tasks ÷ raw EVALSHA from %d goroutines | **%.2f×** | ≥ 0.9× |\n", n, n, ratio(swapLua, swapRaw))
 	fmt.Printf("| `rank:swap` from %d tasks ÷ seed 002's Lua-script figure (8 000–10 000 TPS; their hardware) | %.1f× – %.1f× | |\n",
-		n, benchutil.Median(swapLua.rates)/10000, benchutil.Median(swapLua.rates)/8000)
+		n, benchutil.Median(swapLua.Rates)/10000, benchutil.Median(swapLua.Rates)/8000)
 	fmt.Printf("| core/rank Swap from Go ÷ raw EVALSHA | %.2f× | |\n", ratio(swapGo, swapRaw))
 	fmt.Printf("| `update` + `position` from Lua ÷ raw ZADD + ZREVRANK | **%.2f×** | |\n", ratio(upLua, upRaw))
 	fmt.Printf("| core/rank Update + Position from Go ÷ raw ZADD + ZREVRANK | %.2f× | |\n\n", ratio(upGo, upRaw))

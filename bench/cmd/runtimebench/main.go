@@ -33,7 +33,6 @@ import (
 	"time"
 
 	"github.com/bsm/redislock"
-	"github.com/redis/go-redis/v9"
 	lua "github.com/yuin/gopher-lua"
 
 	shieldglobal "github.com/shieldrt/shieldglobal"
@@ -55,18 +54,8 @@ var (
 func main() {
 	flag.Parse()
 	ctx := context.Background()
-	opt, err := redis.ParseURL(*flagRedis)
-	if err != nil || *flagRedis == "" {
-		benchutil.Fatalf("-redis: %v (set SHIELD_TEST_REDIS_URL or pass -redis; bash scripts/with-redis.sh starts a throwaway server)", err)
-	}
-	if !strings.HasPrefix(opt.Addr, "127.0.0.1:") && !strings.HasPrefix(opt.Addr, "localhost:") {
-		benchutil.Fatalf("-redis %s: loopback only", opt.Addr)
-	}
-	rc := redis.NewClient(opt)
+	rc, opt := benchutil.Connect(ctx, *flagRedis)
 	defer rc.Close()
-	if err := rc.Ping(ctx).Err(); err != nil {
-		benchutil.Fatalf("Redis at %s: %v", opt.Addr, err)
-	}
 	prefix := "runtimebench:" + benchutil.RandHex(6) + ":"
 	defer benchutil.Cleanup(rc, prefix)
 
@@ -115,18 +104,13 @@ func main() {
 	fmt.Printf("| **ratio yield ÷ empty call** | **%.1f×** |\n\n", benchutil.Median(yieldRatios))
 
 	// ---- throughput cases
-	type tcase struct {
-		name  string
-		run   func(d time.Duration) int
-		rates []float64
-	}
-	getLua := &tcase{name: fmt.Sprintf("%d tasks in one runtime, `g:get` (Redis)", n), run: func(d time.Duration) int {
+	getLua := &benchutil.Case{Name: fmt.Sprintf("%d tasks in one runtime, `g:get` (Redis)", n), Run: func(d time.Duration) int {
 		return benchutil.LuaTasks(rt, n, 1, d, `local g = shield.global()`, `g:get("k")`)
 	}}
-	getGo := &tcase{name: fmt.Sprintf("%d goroutines, go-redis `GET`", n), run: func(d time.Duration) int {
+	getGo := &benchutil.Case{Name: fmt.Sprintf("%d goroutines, go-redis `GET`", n), Run: func(d time.Duration) int {
 		return benchutil.Goroutines(n, 1, d, func(int, int) { rc.Get(ctx, prefix+"global:k") })
 	}}
-	getPipe := &tcase{name: fmt.Sprintf("1 goroutine, pipelines of %d `GET`", n), run: func(d time.Duration) int {
+	getPipe := &benchutil.Case{Name: fmt.Sprintf("1 goroutine, pipelines of %d `GET`", n), Run: func(d time.Duration) int {
 		return benchutil.Goroutines(1, 1, d, func(int, int) {
 			p := rc.Pipeline()
 			for i := 0; i < n; i++ {
@@ -135,10 +119,10 @@ func main() {
 			p.Exec(ctx)
 		}) * n
 	}}
-	lockLua := &tcase{name: fmt.Sprintf("%d tasks, `distributed_mutex` acquire+release, distinct keys", n), run: func(d time.Duration) int {
+	lockLua := &benchutil.Case{Name: fmt.Sprintf("%d tasks, `distributed_mutex` acquire+release, distinct keys", n), Run: func(d time.Duration) int {
 		return benchutil.LuaTasks(rt, n, 1, d, `local l = shield.distributed_mutex("k" .. w)`, `assert(l:acquire()); assert(l:release())`)
 	}}
-	lockGo := &tcase{name: fmt.Sprintf("%d goroutines, bsm/redislock Obtain+Release, distinct keys", n), run: func(d time.Duration) int {
+	lockGo := &benchutil.Case{Name: fmt.Sprintf("%d goroutines, bsm/redislock Obtain+Release, distinct keys", n), Run: func(d time.Duration) int {
 		return benchutil.Goroutines(n, 1, d, func(w, _ int) {
 			l, err := rl.Obtain(ctx, prefix+"rl:"+strconv.Itoa(w), 30*time.Second, nil)
 			if err != nil {
@@ -147,27 +131,12 @@ func main() {
 			l.Release(ctx)
 		})
 	}}
-	cases := []*tcase{getLua, getGo, getPipe, lockLua, lockGo}
-	for _, c := range cases { // warm-up
-		c.run(*flagSlice / 5)
-	}
-	for r := 0; r < *flagRounds; r++ {
-		for _, c := range cases {
-			ops := c.run(*flagSlice)
-			c.rates = append(c.rates, float64(ops)/flagSlice.Seconds())
-			fmt.Fprintf(os.Stderr, "round %d: %s: %.0f/s\n", r+1, c.name, c.rates[r])
-		}
-	}
-	ratio := func(a, b *tcase) float64 {
-		var rs []float64
-		for i := range a.rates {
-			rs = append(rs, a.rates[i]/b.rates[i])
-		}
-		return benchutil.Median(rs)
-	}
+	cases := []*benchutil.Case{getLua, getGo, getPipe, lockLua, lockGo}
+	benchutil.Interleave(cases, *flagRounds, *flagSlice)
+	ratio := benchutil.Ratio
 	fmt.Printf("## Throughput (Redis)\n\n| case | ops/s (median) |\n|---|---|\n")
 	for _, c := range cases {
-		fmt.Printf("| %s | %s |\n", c.name, benchutil.FmtOps(benchutil.Median(c.rates)))
+		fmt.Printf("| %s | %s |\n", c.Name, benchutil.FmtOps(benchutil.Median(c.Rates)))
 	}
 	fmt.Printf("\n| ratio | median of rounds |\n|---|---|\n")
 	fmt.Printf("| `g:get` from %d tasks ÷ %d goroutines `GET` | **%.2f×** |\n", n, n, ratio(getLua, getGo))

@@ -35,7 +35,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	lua "github.com/yuin/gopher-lua"
 
 	shieldglobal "github.com/shieldrt/shieldglobal"
@@ -112,15 +111,8 @@ func main() {
 		fmt.Printf("(no -redis: distributed cases on Redis skipped)\n")
 		return
 	}
-	opt, err := redis.ParseURL(*flagRedis)
-	if err != nil || (!strings.HasPrefix(opt.Addr, "127.0.0.1:") && !strings.HasPrefix(opt.Addr, "localhost:")) {
-		benchutil.Fatalf("-redis %q: a loopback redis:// URL", *flagRedis)
-	}
-	rc := redis.NewClient(opt)
+	rc, opt := benchutil.Connect(context.Background(), *flagRedis)
 	defer rc.Close()
-	if err := rc.Ping(context.Background()).Err(); err != nil {
-		benchutil.Fatalf("Redis at %s: %v", opt.Addr, err)
-	}
 	prefix := "schedbench:" + benchutil.RandHex(6) + ":"
 	defer benchutil.Cleanup(rc, prefix)
 	cfg := config.Default()
