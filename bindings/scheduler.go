@@ -409,7 +409,8 @@ func (b *schedBinding) deliver(ev scheduler.Event) {
 		return
 	}
 	L := b.rt.L
-	info := firingTable(L, ev.Firing, lua.LString(ev.Firing.Task))
+	_, nameV := b.labels(ev.Firing.Task) // the firing's cached name
+	info := firingTable(L, ev.Firing, nameV)
 	info.RawSetString("event", lua.LString(ev.Kind))
 	if !ev.Started.IsZero() {
 		info.RawSetString("started", lua.LNumber(ev.Started.UnixMilli()))
@@ -427,7 +428,7 @@ func (b *schedBinding) deliver(ev scheduler.Event) {
 	}
 	name := ev.Firing.Task
 	for _, fn := range fns {
-		b.rt.Spawn("scheduler "+string(ev.Kind)+" listener", fn, []lua.LValue{lua.LString(name), info}, func(err error) {
+		b.rt.Spawn("scheduler "+string(ev.Kind)+" listener", fn, []lua.LValue{nameV, info}, func(err error) {
 			if err != nil {
 				b.rt.callbackFailed("scheduler listener", name, err)
 			}
