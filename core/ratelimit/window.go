@@ -21,17 +21,30 @@ type SlidingWindow struct {
 	be   windowBackend
 
 	allowed, rejected, unavailable atomic.Uint64
-	failing                        atomic.Bool
 	dmu                            sync.Mutex
 	day                            int64
 	today                          uint64
+
+	// Reachability: sent numbers the AllowOps; failing says whether the
+	// op numbered changedBy, the last to change it, found Redis
+	// unreachable (smu guards the change; failing is read without it).
+	sent      atomic.Uint64
+	settleFn  settleFunc // w.settle, made once
+	smu       sync.Mutex
+	failing   atomic.Bool
+	changedBy uint64
 }
+
+// settleFunc is what a backend's allow op calls when it settles: with the
+// decision, or with the error that says Redis did not answer; seq is the
+// op's number.
+type settleFunc func(seq uint64, d Decision, err error) (Decision, error)
 
 // windowBackend counts one limiter's requests.
 type windowBackend interface {
-	// allow admits n >= 1 requests of key if they fit; decide is called
-	// with the decision when the op settles successfully.
-	allow(key string, n int64, decide func(Decision) Decision) *store.Op[Decision]
+	// allow admits n >= 1 requests of key if they fit; its op calls settle
+	// (with seq) when it has a decision or found Redis unreachable.
+	allow(key string, n int64, settle settleFunc, seq uint64) *store.Op[Decision]
 	remaining(key string) *store.Op[int64]
 	active() int
 	cleanup(now int64)
@@ -39,6 +52,7 @@ type windowBackend interface {
 
 func newSlidingWindow(s *Set, name string, o Options) *SlidingWindow {
 	w := &SlidingWindow{set: s, name: name, opts: o}
+	w.settleFn = w.settle
 	if s.c != nil {
 		w.be = newRedisWindow(s, name, o)
 	} else {
@@ -63,7 +77,7 @@ func (w *SlidingWindow) AllowOp(key string, n int) *store.Op[Decision] {
 	if n < 1 {
 		return store.Failed[Decision](fmt.Errorf("%w: rate_limiter %q: allow %q: n = %d: must be >= 1", ErrInvalid, w.name, key, n))
 	}
-	return w.be.allow(key, int64(n), w.decided)
+	return w.be.allow(key, int64(n), w.settleFn, w.sent.Add(1))
 }
 
 // RemainingOp returns the operation that counts how many more requests of
@@ -84,9 +98,9 @@ func (w *SlidingWindow) Allow(ctx context.Context, key string, n int) (Decision,
 // store.ErrReply means Redis did not decide (unreachable, timed out,
 // failing over, or refusing the script): the request is refused with
 // Reason Unavailable — the spec's degradation table: a sliding window
-// cannot count without Redis — counted, and logged once per outage; the
-// error is returned as nil. ErrInvalid and store.ErrReply are returned as
-// they are (raise them).
+// cannot count without Redis — and counted (the op logged the outage, once:
+// settle); the error is returned as nil. ErrInvalid and store.ErrReply are
+// returned as they are (raise them).
 func (w *SlidingWindow) Outcome(d Decision, err error) (Decision, error) {
 	if err == nil {
 		return d, nil
@@ -96,25 +110,43 @@ func (w *SlidingWindow) Outcome(d Decision, err error) (Decision, error) {
 	}
 	w.unavailable.Add(1)
 	w.countRejectedToday()
-	if !w.failing.Swap(true) {
-		w.set.log.Warn("sliding-window rate limiter cannot reach Redis: rejecting requests as unavailable",
-			"limiter", w.name, "error", err)
-	}
 	return Decision{Reason: Unavailable}, nil
 }
 
-// decided counts a decision the backend made.
-func (w *SlidingWindow) decided(d Decision) Decision {
-	if d.Allowed {
-		w.allowed.Add(1)
-	} else {
-		w.rejected.Add(1)
-		w.countRejectedToday()
+// settle counts the decision of the op numbered seq, or, with err, notes
+// that it found Redis unreachable, and logs a change of reachability once:
+// the warning when an outage begins, the notice when it ends. Only an op
+// sent after the one that last changed it may change it back: around a
+// recovery, an op that was still retrying its dial can fail after a later
+// one succeeded (and around an outage's start a late success can follow a
+// failure), and neither is a new outage or a new recovery.
+func (w *SlidingWindow) settle(seq uint64, d Decision, err error) (Decision, error) {
+	if err == nil {
+		if d.Allowed {
+			w.allowed.Add(1)
+		} else {
+			w.rejected.Add(1)
+			w.countRejectedToday()
+		}
+		if !w.failing.Load() {
+			return d, nil
+		}
 	}
-	if w.failing.Load() && w.failing.Swap(false) {
+	down := err != nil
+	w.smu.Lock()
+	defer w.smu.Unlock()
+	if seq < w.changedBy || w.failing.Load() == down {
+		return d, err
+	}
+	w.failing.Store(down)
+	w.changedBy = seq
+	if down {
+		w.set.log.Warn("sliding-window rate limiter cannot reach Redis: rejecting requests as unavailable",
+			"limiter", w.name, "error", err)
+	} else {
 		w.set.log.Info("sliding-window rate limiter reaches Redis again", "limiter", w.name)
 	}
-	return d
+	return d, err
 }
 
 func (w *SlidingWindow) countRejectedToday() {

@@ -58,7 +58,7 @@ func (q *requestLog) trim(now, window int64) {
 
 func (q *requestLog) count() int64 { return int64(len(q.times) - q.head) }
 
-func (w *memoryWindow) allow(key string, n int64, decide func(Decision) Decision) *store.Op[Decision] {
+func (w *memoryWindow) allow(key string, n int64, settle settleFunc, seq uint64) *store.Op[Decision] {
 	return store.Local(func() (Decision, error) {
 		now := w.set.clock()
 		sh := w.shard(key)
@@ -79,7 +79,7 @@ func (w *memoryWindow) allow(key string, n int64, decide func(Decision) Decision
 				delete(sh.m, key)
 			}
 			sh.mu.Unlock()
-			return decide(d), nil
+			return settle(seq, d, nil)
 		}
 		start := now
 		if len(q.times) > q.head && q.times[len(q.times)-1] >= start {
@@ -89,7 +89,7 @@ func (w *memoryWindow) allow(key string, n int64, decide func(Decision) Decision
 			q.times = append(q.times, start+i)
 		}
 		sh.mu.Unlock()
-		return decide(Decision{Allowed: true, Remaining: w.max - count - n}), nil
+		return settle(seq, Decision{Allowed: true, Remaining: w.max - count - n}, nil)
 	})
 }
 

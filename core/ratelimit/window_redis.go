@@ -57,16 +57,20 @@ func newRedisWindow(s *Set, name string, o Options) *redisWindow {
 	return &redisWindow{c: s.c, keys: s.keys, name: name, window: o.Window.Microseconds(), max: o.MaxRequests}
 }
 
-func (w *redisWindow) allow(key string, n int64, decide func(Decision) Decision) *store.Op[Decision] {
+func (w *redisWindow) allow(key string, n int64, settle settleFunc, seq uint64) *store.Op[Decision] {
 	cmd := windowAllowScript.Cmd([]string{w.keys.RateLimitWindow(w.name, key)}, w.window, w.max, n)
 	return store.Commands(w.c, func() (Decision, error) {
 		if noReply(cmd.Cmd) {
-			return Decision{}, fmt.Errorf("ratelimit: %q: allow %q: %w", w.name, key, noReplyErr(w.c))
+			return settle(seq, Decision{}, fmt.Errorf("ratelimit: %q: allow %q: %w", w.name, key, noReplyErr(w.c)))
 		}
 		r := store.ReadReply("window_allow.lua", cmd.Cmd)
 		ok, remaining, retry := r.Int(), r.Int(), r.Int()
 		if err := r.End(); err != nil {
-			return Decision{}, fmt.Errorf("ratelimit: %q: allow %q: %w", w.name, key, err)
+			err = fmt.Errorf("ratelimit: %q: allow %q: %w", w.name, key, err)
+			if errors.Is(err, store.ErrReply) {
+				return Decision{}, err // a reply this code does not understand: no outage
+			}
+			return settle(seq, Decision{}, err) // Redis did not answer
 		}
 		d := Decision{Allowed: ok == 1, Remaining: remaining}
 		if !d.Allowed {
@@ -76,7 +80,7 @@ func (w *redisWindow) allow(key string, n int64, decide func(Decision) Decision)
 				d.RetryAfter = time.Duration(retry) * time.Microsecond
 			}
 		}
-		return decide(d), nil
+		return settle(seq, d, nil)
 	}, cmd)
 }
 
