@@ -371,6 +371,12 @@ func testControl(t *testing.T, b backend) {
 		t.Fatalf("%d runs while paused", n-before)
 	}
 	do(t, cl.es[1].Resume("hb"))
+	// As with the pause: a registered task's Info is its engine's view,
+	// which the control channel brings up to date (on a cluster, later
+	// than the engine that resumed it fires).
+	for i, e := range cl.es {
+		awaitLocal(t, e, func() bool { tk := e.tasks["hb"]; return tk != nil && !tk.paused }, fmt.Sprintf("engine %d resumed", i))
+	}
 	cl.advance(500*time.Millisecond, 10*time.Millisecond)
 	after := len(log.all())
 	if after-before < 4 {
