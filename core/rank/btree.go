@@ -790,9 +790,6 @@ type cursor struct {
 func (c cursor) valid() bool    { return c.l != nil && c.i < int(c.l.n) }
 func (c cursor) id() uint32     { return c.l.ids[c.i] }
 func (c cursor) score() float64 { return c.l.keys[c.i].score }
-func (c cursor) entry(rank int) Entry {
-	return Entry{UID: c.t.uidOf(c.id()), Score: c.score(), Rank: rank}
-}
 
 func (c cursor) next() cursor {
 	if c.i++; c.i >= int(c.l.n) {

@@ -3,6 +3,7 @@ package rank
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -346,7 +347,7 @@ func checkModel(t *testing.T, tr *tree, ms []*entry) {
 	want := func(c cursor, r int) {
 		t.Helper()
 		m := sorted[r-1]
-		if !c.valid() || c.id() != m.id || c.entry(r) != (Entry{m.uid, m.k.score, r}) || c.l.keys[c.i] != m.k {
+		if !c.valid() || c.id() != m.id || c.t.run(c, r, 1, math.Inf(-1), 1)[0] != (Entry{m.uid, m.k.score, r}) || c.l.keys[c.i] != m.k {
 			t.Fatalf("rank %d: not %v", r, *m)
 		}
 	}

@@ -1,11 +1,8 @@
 package ratelimit
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,17 +26,6 @@ func (s *stubWindow) allow(_ string, _ int64, settle settleFunc, seq uint64) *st
 	return store.Failed[Decision](errors.New("stub: settled by the test"))
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
 // One outage logs one warning and one recovery, however the replies of the
 // ops in flight around its ends arrive: op 2 was sent before Redis came
 // back and still retrying its dial when op 3, sent after, succeeded; its
@@ -48,8 +34,8 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 // failed on it). A success of an op sent before the outage began, arriving
 // after the first failure, does not end it either.
 func TestSlidingWindowLogsAnOutageOnce(t *testing.T) {
-	var logs lockedBuffer
-	s := NewMemory(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	logs := &records{}
+	s := NewMemory(Config{Logger: slog.New(logs)})
 	w, err := s.SlidingWindow("sw", Options{Window: time.Second, MaxRequests: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -66,12 +52,11 @@ func TestSlidingWindowLogsAnOutageOnce(t *testing.T) {
 	op[3](nil)  // Redis is back
 	op[2](down) // sent before it came back, failed after
 	op[4](nil)
-	out := logs.b.String()
-	if n := strings.Count(out, "cannot reach Redis"); n != 1 {
-		t.Errorf("%d outage warnings, want 1:\n%s", n, out)
+	if n := logs.count("WARN sliding-window rate limiter cannot reach Redis"); n != 1 {
+		t.Errorf("%d outage warnings, want 1: %q", n, logs.msgs)
 	}
-	if n := strings.Count(out, "reaches Redis again"); n != 1 {
-		t.Errorf("%d recovery notices, want 1:\n%s", n, out)
+	if n := logs.count("INFO sliding-window rate limiter reaches Redis again"); n != 1 {
+		t.Errorf("%d recovery notices, want 1: %q", n, logs.msgs)
 	}
 	if w.failing.Load() {
 		t.Error("the limiter still counts Redis as unreachable")
