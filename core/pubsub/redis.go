@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/backoff"
 )
 
 // Timing of the Redis bus (tests shorten some of it).
@@ -495,7 +496,7 @@ func (b *Redis) isClosed() bool {
 // Close cancels ctx.
 func (b *Redis) run(ctx context.Context) {
 	defer close(b.done)
-	backoff := b.minBackoff
+	retry := backoff.New(b.minBackoff, b.maxBackoff)
 	awaiting := false // a PING is unanswered and nothing arrived since
 	for {
 		b.mu.Lock()
@@ -514,7 +515,7 @@ func (b *Redis) run(ctx context.Context) {
 				b.dispatch(m)
 			case *redis.Pong:
 				if b.pong(m.Payload) {
-					backoff = b.minBackoff
+					retry.Reset()
 				}
 			}
 		case errors.As(err, &rerr):
@@ -532,7 +533,7 @@ func (b *Redis) run(ctx context.Context) {
 				awaiting = true
 				break
 			}
-			if !b.outage(ctx, fmt.Errorf("ping: %w", perr), &backoff, false) {
+			if !b.outage(ctx, fmt.Errorf("ping: %w", perr), &retry, false) {
 				return
 			}
 			awaiting = true
@@ -545,7 +546,7 @@ func (b *Redis) run(ctx context.Context) {
 			if drop {
 				err = fmt.Errorf("no answer to a ping within %v", b.receiveTimeout)
 			}
-			if !b.outage(ctx, err, &backoff, drop) {
+			if !b.outage(ctx, err, &retry, drop) {
 				return
 			}
 			awaiting = true
@@ -558,7 +559,7 @@ func (b *Redis) run(ctx context.Context) {
 		if werr != nil {
 			// Another goroutine's write failed, and go-redis may have
 			// replaced the connection under us: messages may be lost.
-			if !b.outage(ctx, werr, &backoff, false) {
+			if !b.outage(ctx, werr, &retry, false) {
 				return
 			}
 			awaiting = true
@@ -642,7 +643,7 @@ func (b *Redis) ping(ctx context.Context) (uint64, error) {
 // outage reports Down (once per outage), replaces the connection if drop,
 // and retries, backing off, until a recovery PING is written; its PONG will
 // mean Up. It returns false when the bus is closing.
-func (b *Redis) outage(ctx context.Context, err error, backoff *time.Duration, drop bool) bool {
+func (b *Redis) outage(ctx context.Context, err error, retry *backoff.Backoff, drop bool) bool {
 	b.mu.Lock()
 	wasDown := b.down
 	b.down, b.recoverTok = true, 0
@@ -655,14 +656,13 @@ func (b *Redis) outage(ctx context.Context, err error, backoff *time.Duration, d
 		b.replace(ctx)
 	}
 	for {
-		t := time.NewTimer(*backoff)
+		t := time.NewTimer(retry.Next())
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return false
 		case <-t.C:
 		}
-		*backoff = min(2**backoff, b.maxBackoff)
 		if b.cluster != nil {
 			b.repin(ctx)
 		}

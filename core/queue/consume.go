@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/internal/backoff"
 )
 
 // Handler processes one delivery. It is called on the consumer's goroutine
@@ -95,6 +97,9 @@ const (
 	maxBackoff     = time.Second
 	settleAttempts = 20 // an ack that keeps failing is given up (the message is redelivered)
 )
+
+// settleRetry spaces the attempts of an ack or nack that failed.
+var settleRetry = backoff.Policy{Min: 2 * minBackoff, Max: maxBackoff}
 
 // source is what a consumer pops from.
 type source interface {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/backoff"
 )
 
 // consume starts an engine on src.
@@ -33,6 +34,7 @@ func consume(src source, o ConsumeOptions, h Handler) (StopFunc, error) {
 		finished: make(chan struct{}),
 		waits:    map[int]func() bool{},
 		inflight: map[*Delivery]bool{},
+		retry:    backoff.New(minBackoff, maxBackoff),
 	}
 	if e.r != nil {
 		opts := e.r.options()
@@ -71,8 +73,8 @@ type engine struct {
 	waits      map[int]func() bool // outstanding PopWaits by id
 	inflight   map[*Delivery]bool  // handed to the handler; value: still extended
 	settles    []*settleJob
-	backoff    time.Duration
-	pauseUntil time.Time // no new waits before (after a failed wait)
+	retry      backoff.Backoff // consecutive pop failures; pauses the pops
+	pauseUntil time.Time       // no new waits before (after a failed wait)
 	nextExtend time.Time
 	released   bool // shutdown deadline passed: in-flight released
 }
@@ -209,7 +211,7 @@ func (e *engine) handle(ev event, stopping bool, now time.Time) {
 				e.settles = append(e.settles, &settleJob{d: ev.d, release: true})
 				return
 			}
-			e.backoff = 0
+			e.retry.Reset()
 			e.start(ev.d)
 		case errors.Is(ev.err, ErrTimeout):
 		case errors.Is(ev.err, ErrClosed):
@@ -223,8 +225,7 @@ func (e *engine) handle(ev event, stopping bool, now time.Time) {
 			e.mu.Unlock()
 		default:
 			e.report(ev.err)
-			e.backoff = min(max(2*e.backoff, minBackoff), maxBackoff)
-			e.pauseUntil = now.Add(e.backoff)
+			e.pauseUntil = now.Add(e.retry.Next())
 		}
 	case evDone:
 		if _, ok := e.inflight[ev.d]; !ok {
@@ -402,7 +403,7 @@ func (e *engine) settled(j *settleJob, err error, now time.Time) {
 			return
 		}
 		e.report(err)
-		j.notAfter = now.Add(min(time.Duration(j.attempts)*minBackoff*2, maxBackoff))
+		j.notAfter = now.Add(settleRetry.Delay(j.attempts))
 		e.settles = append(e.settles, j)
 	}
 }

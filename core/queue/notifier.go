@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shieldrt/shieldglobal/core/pubsub"
+	"github.com/shieldrt/shieldglobal/internal/backoff"
 )
 
 // popResult is what one pop round trip brought back.
@@ -136,7 +137,7 @@ func (n *notifier[T]) run() {
 		}
 	}
 	idleSince := time.Now()
-	backoff := time.Duration(0)
+	retry := backoff.New(minBackoff, maxBackoff)
 	for {
 		if sub == nil && n.bus != nil && time.Since(subTried) >= n.recheck {
 			subTried = time.Now()
@@ -188,11 +189,10 @@ func (n *notifier[T]) run() {
 			n.mu.Lock()
 			n.lastErr = err
 			n.mu.Unlock()
-			backoff = min(max(2*backoff, minBackoff), maxBackoff)
-			sleep(backoff)
+			sleep(retry.Next())
 			continue
 		}
-		backoff = 0
+		retry.Reset()
 		n.mu.Lock()
 		n.lastErr = nil
 		n.offset = res.serverNow - time.Now().UnixMilli()

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/internal/backoff"
 )
 
 // Distributed tasks: claims, leases, recovery and control messages.
@@ -98,11 +100,12 @@ func (e *Engine) onceKeep(t *task) time.Duration {
 	return t.opts.CatchUp + t.opts.LockTTL + time.Minute
 }
 
-// claimBackoff is the wait before claim attempt n+1 while the Store does
-// not answer: 50ms doubling to 1s.
-func claimBackoff(fails int) time.Duration {
-	return min(50*time.Millisecond<<min(fails-1, 5), time.Second)
-}
+// claimRetry spaces claim attempts while the Store does not answer: 50ms
+// doubling to 1s, jittered.
+var claimRetry = backoff.Policy{Min: 50 * time.Millisecond, Max: time.Second}
+
+// claimBackoff is the wait before claim attempt n+1.
+func claimBackoff(fails int) time.Duration { return claimRetry.Delay(fails) }
 
 // claimed handles a claim's reply.
 func (e *Engine) claimed(t *task, c claim, res claimResult, err error, t0, t1 time.Time) {

@@ -201,9 +201,12 @@ for kind, new in pairs(kinds) do
 		end)
 
 		it("keeps a short lease alive with auto_extend", function()
-			local l = new(name(kind .. ":watchdog"), { ttl = 150, auto_extend = true, extend_interval = 40 })
+			-- Held for more than twice its ttl: without the watchdog it would
+			-- lapse. The ttl leaves a renewal 900 ms of lateness (a loaded CI
+			-- machine stalled the loop past a 150 ms ttl once).
+			local l = new(name(kind .. ":watchdog"), { ttl = 1000, auto_extend = true, extend_interval = 100 })
 			assert.is_true(l:acquire())
-			shield.sleep(400)
+			shield.sleep(2200)
 			local stolen
 			shield.spawn(function() stolen = new(name(kind .. ":watchdog")):try_acquire() end)
 			assert.is_true(wait_for(function() return stolen ~= nil end))
