@@ -19,7 +19,44 @@ var cronFields = [5]cronField{
 	{"day-of-month", 1, 31, nil},
 	{"month", 1, 12, map[string]int{"jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6,
 		"jul": 7, "aug": 8, "sep": 9, "oct": 10, "nov": 11, "dec": 12}},
-	{"day-of-week", 0, 6, map[string]int{"sun": 0, "mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6}},
+	// 7 is Sunday too, as in Vixie cron and cronie (robfig refuses it:
+	// sundayAsZero rewrites it before robfig parses the expression).
+	{"day-of-week", 0, 7, map[string]int{"sun": 0, "mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6}},
+}
+
+// sundayAsZero rewrites a checked expression's day-of-week items that
+// name 7 (Sunday) for robfig, whose range is 0-6: "7" becomes "0", and an
+// item reaching 7 ("5-7", "1-7/2") becomes the list of days it means.
+func sundayAsZero(e string) string {
+	fields := strings.Fields(e)
+	if len(fields) != 5 || !strings.Contains(fields[4], "7") {
+		return e
+	}
+	dow := cronFields[4]
+	parts := strings.Split(fields[4], ",")
+	for i, part := range parts {
+		rng, step, _ := strings.Cut(part, "/")
+		lo, hi, isRange := strings.Cut(rng, "-")
+		a, errA := dow.value(lo)
+		b, errB := a, error(nil)
+		if isRange {
+			b, errB = dow.value(hi)
+		}
+		if rng == "*" || rng == "?" || errA != nil || errB != nil || b != 7 {
+			continue
+		}
+		by := 1
+		if step != "" {
+			by, _ = strconv.Atoi(step)
+		}
+		var days []string
+		for d := a; d <= b; d += by {
+			days = append(days, strconv.Itoa(d%7))
+		}
+		parts[i] = strings.Join(days, ",")
+	}
+	fields[4] = strings.Join(parts, ",")
+	return strings.Join(fields, " ")
 }
 
 // checkCronFields validates e field by field with robfig's grammar

@@ -69,7 +69,7 @@ func Cron(expr string) (Schedule, error) {
 			return bad("%s", err)
 		}
 	}
-	parsed, err := cronParser.Parse(e)
+	parsed, err := cronParser.Parse(sundayAsZero(e))
 	if err != nil {
 		return bad("%s", err)
 	}
@@ -308,6 +308,9 @@ func (tl timeline) next(t int64) int64 {
 	switch tl.s.kind {
 	case KindCron:
 		n := tl.cron.Next(time.UnixMilli(t).In(tl.cron.Location))
+		for !n.IsZero() && tl.repeatsWallTime(n) {
+			n = tl.cron.Next(n)
+		}
 		if n.IsZero() {
 			return 0
 		}
@@ -323,6 +326,29 @@ func (tl timeline) next(t int64) int64 {
 		}
 	}
 	return 0
+}
+
+// allHours is a cron hour field that matches every hour.
+const allHours = 1<<24 - 1
+
+// repeatsWallTime reports whether fire time n is the second occurrence of
+// its local wall-clock time, in the hour a fall-back repeats (01:30 EDT,
+// then 01:30 EST in New York): a time of day fires once, at its first
+// occurrence (robfig's Next matches both). A schedule that fires every hour
+// keeps firing in real time through the repeated hour, as Vixie cron runs
+// its wildcard jobs, so an "every 5 minutes" cron does not go quiet.
+func (tl timeline) repeatsWallTime(n time.Time) bool {
+	if tl.cron.Hour&allHours == allHours {
+		return false
+	}
+	start, _ := n.ZoneBounds()
+	if start.IsZero() {
+		return false
+	}
+	_, now := n.Zone()
+	_, before := start.Add(-time.Second).Zone()
+	back := time.Duration(before-now) * time.Second // how far the clocks went back at start
+	return back > 0 && n.Sub(start) < back
 }
 
 // countCap bounds the iterations count spends on a cron schedule; beyond

@@ -48,7 +48,7 @@ func TestBadSchedules(t *testing.T) {
 		{"61 * * * *", `minute field: 61 out of range 0-59`},
 		{"* * 0 * *", `day-of-month field: 0 out of range 1-31`},
 		{"* * * 13 *", `month field: 13 out of range 1-12`},
-		{"* * * * 7", `day-of-week field: 7 out of range 0-6`},
+		{"* * * * 8", `day-of-week field: 8 out of range 0-7`},
 		{"x * * * *", `minute field: bad token "x"`},
 		{"*/0 * * * *", `minute field: step 0 in "*/0" must be > 0`},
 		{"5-3 * * * *", `minute field: range "5-3" runs backwards`},
