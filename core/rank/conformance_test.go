@@ -91,6 +91,16 @@ func wantBoard(t *testing.T, bd Board, want ...Entry) {
 	}
 }
 
+// wantReads checks every read of bd against want (best first): wantBoard,
+// and the range, score-range and snapshot reads.
+func wantReads(t *testing.T, bd Board, want ...Entry) {
+	t.Helper()
+	wantBoard(t, bd, want...)
+	wantEntries(t, "Range(1, 1000)", do(t, bd.Range(1, 1000)), want...)
+	wantEntries(t, "RangeByScore(-inf, +inf)", do(t, bd.RangeByScore(math.Inf(-1), math.Inf(1))), want...)
+	wantEntries(t, "Snapshot(1, 1000)", do(t, bd.Snapshot(1, 1000)).Entries, want...)
+}
+
 // version returns the board version.
 func version(t *testing.T, bd Board) int64 { t.Helper(); return do(t, bd.Version()) }
 
@@ -262,11 +272,18 @@ func runConformance(t *testing.T, h harness) {
 		fails(t, byUID.Swap("a", "b", nil), ErrInvalid)
 		fails(t, byUID.Remove("a"), ErrInvalid)
 		wantBoard(t, reach, e("a", 1, 1))
+		// Reads follow the board's policy, whichever handle reads.
+		do(t, reach.Update("b", 1, ModeSet))
+		do(t, reach.Update("c", 3, ModeSet))
+		wantReads(t, byUID, e("c", 3, 1), e("a", 1, 2), e("b", 1, 3))
+		do(t, reach.Remove("b"))
+		do(t, reach.Remove("c"))
 		// An empty board takes the policy of its next writer.
 		do(t, reach.Clear())
 		do(t, byUID.MUpdate(map[string]float64{"a": 1, "b": 1}))
 		wantBoard(t, byUID, e("b", 1, 1), e("a", 1, 2))
 		fails(t, reach.Incr("a", 1), ErrInvalid)
+		wantReads(t, reach, e("b", 1, 1), e("a", 1, 2))
 	})
 
 	t.Run("Modes", func(t *testing.T) {

@@ -159,21 +159,57 @@ func num(x float64) string {
 	return strconv.FormatFloat(x, 'g', -1, 64)
 }
 
-func (b *redisBoard) uidOf(member string) string {
-	if b.o.Ties == TiesReach && len(member) >= seqWidth {
+// uidOf returns the uid of a zset member of a board whose members were
+// written under reach (true) or uid order.
+func uidOf(member string, reach bool) string {
+	if reach && len(member) >= seqWidth {
 		return member[seqWidth:]
 	}
 	return member
 }
 
+// policyCmd reads the board's tie policy (meta "ties"). A read whose reply
+// holds zset members sends it just before its own command, in the same
+// round trip, and decodes the members by the board's policy rather than
+// the handle's: a handle of the other policy reads right, as on memory
+// (the read scripts follow the board's policy too: board_policy in
+// lib.lua). Only a board emptied and refilled under the other policy
+// between the two commands could be misread.
+func (b *redisBoard) policyCmd() *redis.StringCmd {
+	return redis.NewStringCmd(context.Background(), "hget", b.keys[2], "ties")
+}
+
+// reach reports whether the board's members are in reach order, by
+// policyCmd's reply (the handle's policy when the board has none yet).
+func (b *redisBoard) reach(policy *redis.StringCmd) bool {
+	if t, err := policy.Result(); err == nil && t != "" {
+		return t == TiesReach.String()
+	}
+	return b.o.Ties == TiesReach
+}
+
+// readRun is run for a read script whose reply holds zset members: decode
+// gets the board's policy.
+func readRun[T any](b *redisBoard, op string, s *store.Script, decode func(r *store.Reply, reach bool) (T, error), args ...any) *store.Op[T] {
+	policy := b.policyCmd()
+	cmd := s.Cmd(b.keys, append([]any{b.ties}, args...)...)
+	return store.Commands(b.r.c, func() (T, error) {
+		if err := b.scriptErr(op, cmd.Err()); err != nil {
+			var zero T
+			return zero, err
+		}
+		return decode(store.ReadReply(b.what(op), cmd.Cmd), b.reach(policy))
+	}, policy, cmd)
+}
+
 // entries reads a flat {member, score, ...} array as entries ranked from
 // first (1-based).
-func (b *redisBoard) entries(op string, flat []any, first int) ([]Entry, error) {
+func (b *redisBoard) entries(op string, flat []any, first int, reach bool) ([]Entry, error) {
 	fr := store.ReplyOf(b.what(op), flat)
 	out := make([]Entry, 0, len(flat)/2)
 	for fr.Len() > 0 {
 		m, s := fr.Str(), fr.Float()
-		out = append(out, Entry{UID: b.uidOf(m), Score: s, Rank: first + len(out)})
+		out = append(out, Entry{UID: uidOf(m, reach), Score: s, Rank: first + len(out)})
 	}
 	return out, fr.End()
 }
@@ -303,19 +339,21 @@ func (b *redisBoard) Range(start, stop int) *store.Op[[]Entry] {
 }
 
 func (b *redisBoard) zrevrange(op string, start, stop int) *store.Op[[]Entry] {
+	policy := b.policyCmd()
 	cmd := redis.NewZSliceCmd(context.Background(), "zrevrange", b.keys[0], start-1, stop-1, "withscores")
 	return store.Commands(b.r.c, func() ([]Entry, error) {
 		zs, err := cmd.Result()
 		if err != nil {
 			return nil, opErr(op, b.name, err)
 		}
+		reach := b.reach(policy)
 		out := make([]Entry, len(zs))
 		for i, z := range zs {
 			m, _ := z.Member.(string)
-			out[i] = Entry{UID: b.uidOf(m), Score: z.Score, Rank: start + i}
+			out[i] = Entry{UID: uidOf(m, reach), Score: z.Score, Rank: start + i}
 		}
 		return out, nil
-	}, cmd)
+	}, policy, cmd)
 }
 
 // RangeByScore returns the entries with min <= score <= max (byscore.lua).
@@ -324,12 +362,12 @@ func (b *redisBoard) RangeByScore(min, max float64) *store.Op[[]Entry] {
 	if err := checkScoreRange(b.name, min, max); err != nil {
 		return store.Failed[[]Entry](err)
 	}
-	return run(b, "range_by_score", byscoreScript, nil, func(r *store.Reply) ([]Entry, error) {
+	return readRun(b, "range_by_score", byscoreScript, func(r *store.Reply, reach bool) ([]Entry, error) {
 		first, flat := int(r.Int()), r.Array()
 		if err := r.End(); err != nil {
 			return nil, err
 		}
-		return b.entries("range_by_score", flat, first+1)
+		return b.entries("range_by_score", flat, first+1, reach)
 	}, num(min), num(max), b.o.rangeLimit())
 }
 
@@ -342,7 +380,7 @@ func (b *redisBoard) Around(uid string, n int) *store.Op[Around] {
 	if err := checkN("around", b.name, n); err != nil {
 		return store.Failed[Around](err)
 	}
-	return run(b, "around", aroundScript, nil, func(r *store.Reply) (Around, error) {
+	return readRun(b, "around", aroundScript, func(r *store.Reply, reach bool) (Around, error) {
 		if r.Len() == 0 {
 			return Around{}, r.End()
 		}
@@ -350,7 +388,7 @@ func (b *redisBoard) Around(uid string, n int) *store.Op[Around] {
 		if err := r.End(); err != nil {
 			return Around{}, err
 		}
-		all, err := b.entries("around", flat, first+1)
+		all, err := b.entries("around", flat, first+1, reach)
 		if err != nil {
 			return Around{}, err
 		}
@@ -395,14 +433,14 @@ func (b *redisBoard) Snapshot(start, stop int) *store.Op[Snapshot] {
 	if err := checkRange("snapshot", b.name, start, stop); err != nil {
 		return store.Failed[Snapshot](err)
 	}
-	return run(b, "snapshot", snapshotScript, nil, func(r *store.Reply) (Snapshot, error) {
+	return readRun(b, "snapshot", snapshotScript, func(r *store.Reply, reach bool) (Snapshot, error) {
 		s := Snapshot{Version: r.Int(), Count: int(r.Int())}
 		flat := r.Array()
 		if err := r.End(); err != nil {
 			return Snapshot{}, err
 		}
 		var err error
-		s.Entries, err = b.entries("snapshot", flat, start)
+		s.Entries, err = b.entries("snapshot", flat, start, reach)
 		return s, err
 	}, start-1, stop-1)
 }

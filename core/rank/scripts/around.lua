@@ -5,6 +5,7 @@
 -- ARGV[3]  n (> 0)
 -- Returns  {first (0-based rank of the first entry), target (0-based rank),
 --          {member, score, member, score, ...}} or {} when uid is absent.
+board_policy()
 local m = member_of(ARGV[2])
 if not m then return {} end
 local n = tonumber(ARGV[3])

@@ -20,6 +20,17 @@
 local zkey, hkey, mkey = KEYS[1], KEYS[2], KEYS[3]
 local ties = ARGV[1]
 local reach = ties == 'reach'
+
+-- board_policy makes a read follow the policy the board's members were
+-- written under (meta 'ties'), whatever the handle's: a read through a
+-- handle of the other policy finds and returns the right members, as on
+-- memory. Writes refuse a mismatch instead (load_meta).
+local function board_policy()
+	local t = redis.call('HGET', mkey, 'ties')
+	if t then
+		ties, reach = t, t == 'reach'
+	end
+end
 local SEQ_TOP = 999999999999999
 -- The meta fields, read once by load_meta (every write script calls it
 -- first) and written back once by finish.
