@@ -278,12 +278,15 @@ func TestWatchdogMarksLostWhenRenewalsFail(t *testing.T) {
 	mustRunLua(t, rt, `
 		local reason
 		local l = shield.distributed_mutex("unreachable", {
-			ttl = 600, extend_interval = 100,
+			-- 3 s: renewals every 100 ms fail for seconds before the lease
+			-- ends, however late a loaded machine runs the watchdog (a 600 ms
+			-- lease once ran out before the first renewal was tried).
+			ttl = 3000, extend_interval = 100,
 			on_lost = function(_, why) reason = why end,
 		})
 		assert(l:acquire())
 		stop_redis()
-		local deadline = shield.now_ms() + 10000
+		local deadline = shield.now_ms() + 15000
 		while not (l:lost() and reason) do
 			assert(shield.now_ms() < deadline, "the hold was never marked lost")
 			shield.sleep(20)

@@ -155,3 +155,21 @@ func isRuntimeSource(src string) bool { return strings.HasPrefix(src, shieldlua.
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
+
+// setMethods makes methods the __index of a type's metatable mt. Looking up
+// a method the type does not have raises an error naming the type and the
+// method ("shield.priority_queue has no method 'push_batch'") instead of
+// giving nil for a later "attempt to call a non-function object"; known
+// methods cost nothing more (the miss goes through methods' own metatable).
+func setMethods(L *lua.LState, mt, methods *lua.LTable) {
+	miss := L.NewTable()
+	miss.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		name := L.Get(2)
+		if s, ok := name.(lua.LString); ok {
+			raise(L, "%s has no method '%s'", mt.RawGetString("__name").String(), string(s))
+		}
+		return 0 // a non-string key (t[1]) is nil, as on any table
+	}))
+	L.SetMetatable(methods, miss)
+	mt.RawSetString("__index", methods)
+}

@@ -32,7 +32,7 @@ func (rt *Runtime) installGlobal(lib *lua.LTable, g *Global) {
 	} {
 		methods.RawSetString(m.name, rt.blocking(m.fn))
 	}
-	mt.RawSetString("__index", methods)
+	setMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LString(globalType)); return 1 }))
 	ud := L.NewUserData()
 	ud.Value = b

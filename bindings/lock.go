@@ -93,7 +93,7 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 		L.Call(2, 1)
 		methods.RawSetString("with", L.Get(-1))
 		L.Pop(1)
-		mt.RawSetString("__index", methods)
+		setMethods(L, mt, methods)
 		mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
 			lo, _ := b.self(L, kind, "__tostring")
 			L.Push(lua.LString(fmt.Sprintf("%s(%q)", lo.kind, lo.l.Name())))
@@ -113,7 +113,7 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 				return 1
 			}))
 		}
-		mt.RawSetString("__index", methods)
+		setMethods(L, mt, methods)
 		b.mts[typ] = mt
 	}
 	mgr := L.NewTable()
@@ -121,7 +121,7 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 	mgrMethods := L.NewTable()
 	mgrMethods.RawSetString("acquire", rt.blocking(func(L *lua.LState) int { return b.mgr(L, "acquire") }))
 	mgrMethods.RawSetString("try_acquire", rt.blocking(func(L *lua.LState) int { return b.mgr(L, "try_acquire") }))
-	mgr.RawSetString("__index", mgrMethods)
+	setMethods(L, mgr, mgrMethods)
 	mgrUD := L.NewUserData()
 	mgrUD.Value = b
 	mgrUD.Metatable = mgr

@@ -105,7 +105,7 @@ func (rt *Runtime) installSubscriptionType() {
 	mt.RawSetString("__name", lua.LString(subscriptionType))
 	methods := L.NewTable()
 	methods.RawSetString("unsubscribe", rt.blocking(rt.unsubscribe))
-	mt.RawSetString("__index", methods)
+	setMethods(L, mt, methods)
 }
 
 // sub:unsubscribe(): no message is delivered after it returns; the server

@@ -225,7 +225,7 @@ func (rt *Runtime) installQueues(lib *lua.LTable, q *Queues) {
 				return fn(a.self(1, typ).(*queueObj), a)
 			}))
 		}
-		mt.RawSetString("__index", methods)
+		setMethods(L, mt, methods)
 		mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
 			o := L.CheckUserData(1).Value.(*queueObj)
 			L.Push(lua.LString(fmt.Sprintf("%s(%q)", o.typ, o.name)))

@@ -73,7 +73,7 @@ func (b *queueBinding) installConsumerType() {
 		a := argsOf(L, queueConsumerType, "stop")
 		return a.self(1, queueConsumerType).(*queueConsumer).stopLua(a)
 	}))
-	mt.RawSetString("__index", methods)
+	setMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
 		c := L.CheckUserData(1).Value.(*queueConsumer)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", queueConsumerType, c.o.name, c.label)))

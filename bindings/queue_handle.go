@@ -44,7 +44,7 @@ func (b *queueBinding) installHandleType() {
 			return fn(a.self(1, queueHandleType).(*queueHandle), a)
 		}))
 	}
-	mt.RawSetString("__index", methods)
+	setMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
 		h := L.CheckUserData(1).Value.(*queueHandle)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", queueHandleType, h.o.name, h.d.ID)))
@@ -267,7 +267,7 @@ func (b *queueBinding) installDeadLettersType() {
 			return fn(a.self(1, deadLettersType).(*deadLetters), a)
 		}))
 	}
-	mt.RawSetString("__index", methods)
+	setMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
 		dl := L.CheckUserData(1).Value.(*deadLetters)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q)", deadLettersType, dl.o.name)))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -72,6 +73,11 @@ func (o *queueObj) pushAt(a args) int {
 func (o *queueObj) pushBatch(a args) int {
 	t := a.table(2)
 	n := t.Len()
+	t.ForEach(func(k, _ lua.LValue) {
+		if i, ok := k.(lua.LNumber); !ok || float64(i) != math.Trunc(float64(i)) || i < 1 || int(i) > n {
+			a.bad(2, fmt.Sprintf("a list of messages expected, got key %s", keyText(k)))
+		}
+	})
 	bodies := make([][]byte, 0, n)
 	for i := 1; i <= n; i++ {
 		v := t.RawGetInt(i)
@@ -261,4 +267,13 @@ func statsTable(L *lua.LState, st queue.Stats) *lua.LTable {
 		t.RawSetString("groups", groups)
 	}
 	return t
+}
+
+// keyText shows a table key in an error: strings quoted, others as Lua
+// prints them.
+func keyText(k lua.LValue) string {
+	if s, ok := k.(lua.LString); ok {
+		return strconv.Quote(string(s))
+	}
+	return k.String()
 }

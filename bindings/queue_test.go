@@ -50,6 +50,10 @@ func TestQueueArgumentErrors(t *testing.T) {
 		{`shield.queue("q"):pop(math.huge)`, `bad argument #2 to 'pop' (timeout must be >= 0 milliseconds`},
 		{`shield.queue("q"):push_batch({ 1, nil, 3 })`, `bad argument #2 to 'push_batch' (message #2 is nil)`},
 		{`shield.queue("q"):push_batch("x")`, `bad argument #2 to 'push_batch' (table expected, got string)`},
+		{`shield.queue("q"):push_batch({ first = 1, second = 2 })`, `bad argument #2 to 'push_batch' (a list of messages expected, got key "`},
+		{`shield.queue("q"):push_batch({ "a", "b", extra = "c" })`, `bad argument #2 to 'push_batch' (a list of messages expected, got key "extra")`},
+		{`shield.reliable_queue("rq"):push_batch({ x = 1 })`, `bad argument #2 to 'push_batch' (a list of messages expected, got key "x")`},
+		{`shield.priority_queue("pq"):push_batch({ 1.5 })`, `shield.priority_queue has no method 'push_batch'`},
 		{`shield.delay_queue("d"):push("x")`, `shield.delay_queue: bad argument #3 to 'push' (number expected, got no value)`},
 		{`shield.delay_queue("d"):push("x", "soon")`, `bad argument #3 to 'push' (number expected, got string)`},
 		{`shield.delay_queue("d"):push("x", -1)`, `bad argument #3 to 'push' (delay must be >= 0 milliseconds`},
@@ -64,7 +68,7 @@ func TestQueueArgumentErrors(t *testing.T) {
 		{`shield.queue("q"):consume("w", function() end, { concurrency = 0 })`, `option concurrency must be a whole number from 1 to 10000, got 0`},
 		{`shield.broadcast_queue("b"):subscribe("", function() end)`, `bad argument #2 to 'subscribe' (group must not be empty)`},
 		{`shield.reliable_queue("r"):dead_letter():range(-1)`, `bad argument #2 to 'range' (start must be a whole number >= 0, got -1)`},
-		{`shield.queue("q"):dead_letter()`, `attempt to call a non-function object`},
+		{`shield.queue("q"):dead_letter()`, `shield.queue has no method 'dead_letter'`},
 		{`shield.queue("conflict"); shield.delay_queue("conflict")`, `conflicting open`},
 	} {
 		err := run(t, rt, c.src)

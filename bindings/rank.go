@@ -141,7 +141,7 @@ func (rt *Runtime) installRanks(lib *lua.LTable, r *Ranks) {
 	} {
 		methods.RawSetString(m.name, rt.blocking(m.fn))
 	}
-	mt.RawSetString("__index", methods)
+	setMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
 		bd, _ := L.CheckUserData(1).Value.(rank.Board)
 		name := ""

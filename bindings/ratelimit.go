@@ -69,7 +69,7 @@ func (rt *Runtime) installRateLimiter(lib *lua.LTable, lim *Limiters) {
 		for _, m := range blocking {
 			methods.RawSetString(m.name, rt.blocking(m.fn))
 		}
-		mt.RawSetString("__index", methods)
+		setMethods(L, mt, methods)
 		mt.RawSetString("__tostring", L.NewFunction(b.tostring))
 		return mt
 	}

@@ -230,7 +230,7 @@ func (rt *Runtime) installScheduler(lib *lua.LTable, s *Scheduler) {
 	methods.RawSetString("preview", L.NewFunction(b.preview))
 	methods.RawSetString("on", L.NewFunction(b.on))
 	methods.RawSetString("load", b.loader())
-	mt.RawSetString("__index", methods)
+	setMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LString(schedulerType)); return 1 }))
 	b.ud = L.NewUserData()
 	b.ud.Value = b

@@ -287,7 +287,7 @@ func (b *schedBinding) installTaskType() {
 			return []lua.LValue{L.Get(1)}, nil
 		})
 	}))
-	mt.RawSetString("__index", methods)
+	setMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
 		t := L.CheckUserData(1).Value.(*schedTask)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", schedTaskType, t.info.Name, t.info.Schedule)))
