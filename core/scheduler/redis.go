@@ -198,7 +198,8 @@ func (r *Redis) claim(c claim) step[claimResult] {
 	what := fmt.Sprintf("scheduler: claim %q", c.Name)
 	return script(r, claimScript, what, r.fireKeys(c.Name, c.Fire), func(rep *store.Reply) (claimResult, error) {
 		res := claimResult{Outcome: outcome(rep.Int()), Now: rep.Int(), Cursor: rep.Int(), Recount: rep.Int() == 1,
-			RunDeadline: rep.Int(), Wait: time.Duration(rep.Int()) * time.Millisecond, Orphan: rep.Int()}
+			RunDeadline: rep.Int(), Wait: time.Duration(rep.Int()) * time.Millisecond, Orphan: rep.Int(),
+			Dropped: rep.Int(), DroppedFirst: rep.Int(), DroppedLast: rep.Int()}
 		if rep.Err() == nil && (res.Outcome < outcomeClaimed || res.Outcome > outcomeNone) {
 			return res, fmt.Errorf("%s: %w: outcome %d", what, store.ErrReply, res.Outcome)
 		}
