@@ -185,7 +185,7 @@ func TestClaimAttempts(t *testing.T) {
 				return do(t, st.register(def{Name: name, Kind: KindInterval, Spec: sec.spec, Text: sec.text}).op()).Cursor
 			}
 			p := reg("same")
-			for _, n := range []string{"chain", "other", "recover"} {
+			for _, n := range []string{"twice", "chain", "other", "recover"} {
 				if q := reg(n); q != p {
 					t.Fatalf("records created at %d and %d", p, q)
 				}
@@ -209,6 +209,12 @@ func TestClaimAttempts(t *testing.T) {
 			}
 			if hb("same", "a/1", f(1)) || !hb("same", "a/2", f(1)) {
 				t.Errorf("the claim is not the retry's")
+			}
+
+			// An attempt sent twice (a client's own retry) is one claim.
+			cl("twice", "t/1", f(1), 0, true)
+			if r := cl("twice", "t/1", f(1), 0, true); r.Outcome != outcomeClaimed || r.Cursor != p || r.Recount {
+				t.Errorf("attempt 1 run twice: %+v; want claimed from cursor %d", r, p)
 			}
 
 			// A chain of attempts at later firings: each drops the one

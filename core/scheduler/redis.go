@@ -52,7 +52,8 @@ const controlChannel = "scheduler:control"
 //	k.SchedulerTask(name)       hash   the record: schedule, anchor, cursor, status, counters
 //	k.SchedulerRuns(name)       hash   unfinished firings: fire ms -> "attempt|owner"
 //	k.SchedulerLeases(name)     zset   unfinished firings: fire ms -> lease deadline (server ms)
-//	k.SchedulerRun(name, fire)  string the claim of one firing: owner, PX lease
+//	k.SchedulerRun(name, fire)  string the claim of one firing: owner (then, until the
+//	                                   first renewal, what the claim found), PX lease
 //
 // with k = store.Keys{Prefix: prefix}. Times are the server's (TIME). The
 // scripts PUBLISH control messages on k.SchedulerControl(); the Store

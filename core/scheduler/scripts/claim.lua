@@ -94,19 +94,21 @@ local chain -- what the latest dropped attempt found, if the cursor is still its
 local base, try = string.match(ARGV[4], '^(.*)/(%d+)$')
 if base then
   try = tonumber(try)
+  -- A first attempt can only meet itself (a client that sent it twice).
+  local runs = {ARGV[2], redis.call('HGET', KEYS[2], ARGV[2])}
+  if try > 1 then runs = redis.call('HGETALL', KEYS[2]) end
   local mine = {}
-  local runs = redis.call('HGETALL', KEYS[2])
   for i = 1, #runs, 2 do
-    local b, k = string.match(runs[i + 1], '^%d+|(.*)/(%d+)$')
+    local b, k = string.match(runs[i + 1] or '', '^%d+|(.*)/(%d+)$')
     if b == base then
       k = tonumber(k)
       if k > try then return {2, now, cursor, 0, 0, 0, orphan, 0, 0, 0} end
-      mine[#mine + 1] = {f = tonumber(runs[i]), k = k}
+      mine[#mine + 1] = {fs = runs[i], f = tonumber(runs[i]), k = k}
     end
   end
   table.sort(mine, function(a, b) return a.k < b.k end)
   for _, m in ipairs(mine) do
-    local info = redis.call('GET', run_key(m.f))
+    local info = redis.call('GET', run_key(m.fs))
     local o, expect, prev, recount, missed
     if info then
       o, expect, prev, recount, missed = string.match(info, '^(.*)\n(%-?%d+)\n(%-?%d+)\n(%d)\n(%d+)$')
@@ -118,9 +120,9 @@ if base then
       record_claim(attempt, tonumber(prev), tonumber(recount))
       return {1, now, tonumber(prev), tonumber(recount), 0, 0, orphan, 0, 0, 0}
     end
-    redis.call('HDEL', KEYS[2], m.f)
-    redis.call('ZREM', KEYS[3], m.f)
-    redis.call('DEL', run_key(m.f))
+    redis.call('HDEL', KEYS[2], m.fs)
+    redis.call('ZREM', KEYS[3], m.fs)
+    redis.call('DEL', run_key(m.fs))
     dropped = dropped + 1
     if dfirst == 0 or m.f < dfirst then dfirst = m.f end
     if m.f > dlast then dlast = m.f end
