@@ -79,7 +79,7 @@ func (e *Engine) claimDue(t *task) {
 		due = last
 	}
 	c := claim{
-		Name: t.name, Fire: due, Owner: e.newOwner(), Lease: t.opts.LockTTL,
+		Name: t.name, Fire: due, Owner: e.claimOwner(t), Lease: t.opts.LockTTL,
 		ExpectPrev: t.cursor, Missed: t.tl.count(t.cursor, due),
 		Skip: t.opts.Overlap == OverlapSkip, CatchUp: t.opts.CatchUp,
 		Early:    e.ahead + skewTolerance,
@@ -92,6 +92,20 @@ func (e *Engine) claimDue(t *task) {
 	submit(e, e.st.claim(c), func(res claimResult, err error, t0, t1 time.Time) {
 		e.claimed(t, c, res, err, t0, t1)
 	})
+}
+
+// claimOwner is the owner of t's next claim: the next attempt of the
+// claims since the Store last answered one. Redis may run a claim whose
+// reply never came (a frozen server runs what it had buffered); its
+// firing never runs here, and the next attempt tells the Store so
+// (claim.Owner), instead of leaving a lease that blocks the task and is
+// then re-run as if its runner had died.
+func (e *Engine) claimOwner(t *task) string {
+	if t.claimBase == "" {
+		t.claimBase, t.claimTry = e.newOwner(), 0
+	}
+	t.claimTry++
+	return t.claimBase + "/" + strconv.Itoa(t.claimTry)
 }
 
 // onceKeep is how long a settled one-shot task's tombstone stays, so that
@@ -110,6 +124,9 @@ func claimBackoff(fails int) time.Duration { return claimRetry.Delay(fails) }
 // claimed handles a claim's reply.
 func (e *Engine) claimed(t *task, c claim, res claimResult, err error, t0, t1 time.Time) {
 	t.claiming = false
+	if err == nil {
+		t.claimBase = "" // answered: earlier attempts are settled
+	}
 	if e.closing {
 		return // a claimed firing's lease lapses; another process re-runs it
 	}
@@ -119,6 +136,7 @@ func (e *Engine) claimed(t *task, c claim, res claimResult, err error, t0, t1 ti
 		// told: a one-shot claim's own tombstone may remove the task here
 		// before its reply comes.
 		if err == nil {
+			e.emitMissed(t, res.DroppedFirst, res.DroppedLast, res.Dropped)
 			switch res.Outcome {
 			case outcomeClaimed, outcomeSkipped:
 				e.tellMissed(t, c, res, false)
@@ -149,6 +167,7 @@ func (e *Engine) claimed(t *task, c claim, res claimResult, err error, t0, t1 ti
 	}
 	e.observe(res.Now, t0, t1)
 	t.claimFails = 0
+	e.emitMissed(t, res.DroppedFirst, res.DroppedLast, res.Dropped)
 	if res.Orphan != 0 {
 		e.sendRecover(t, res.Orphan)
 	}
@@ -246,11 +265,27 @@ func (e *Engine) scanOrphans(t *task) {
 // sendRecover tries to take over firing fire of t, whose runner stopped
 // renewing its lease.
 func (e *Engine) sendRecover(t *task, fire int64) {
-	if t.removed || e.closing || len(t.runners) == 0 {
+	if t.removed || e.closing || len(t.runners) == 0 || t.recovering == fire {
 		return
 	}
-	owner := e.newOwner()
+	// As claims do (claimOwner), a recover whose reply never came is
+	// followed by the next attempt under the same base, which takes over
+	// what it may have taken (else its lease would block the task until
+	// it lapsed, and then be recovered again). One recover of a firing at
+	// a time: two attempts in flight could both take it.
+	if t.recoverFor != fire || t.recoverBase == "" {
+		t.recoverFor, t.recoverBase, t.recoverTry = fire, e.newOwner(), 0
+	}
+	t.recoverTry++
+	owner := t.recoverBase + "/" + strconv.Itoa(t.recoverTry)
+	t.recovering = fire
 	submit(e, e.st.recover(t.name, fire, owner, t.opts.LockTTL), func(res recoverResult, err error, t0, t1 time.Time) {
+		if t.recovering == fire {
+			t.recovering = 0
+		}
+		if err == nil && t.recoverFor == fire {
+			t.recoverBase = ""
+		}
 		if t.removed || e.closing {
 			return
 		}

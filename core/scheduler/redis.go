@@ -52,7 +52,8 @@ const controlChannel = "scheduler:control"
 //	k.SchedulerTask(name)       hash   the record: schedule, anchor, cursor, status, counters
 //	k.SchedulerRuns(name)       hash   unfinished firings: fire ms -> "attempt|owner"
 //	k.SchedulerLeases(name)     zset   unfinished firings: fire ms -> lease deadline (server ms)
-//	k.SchedulerRun(name, fire)  string the claim of one firing: owner, PX lease
+//	k.SchedulerRun(name, fire)  string the claim of one firing: owner (then, until the
+//	                                   first renewal, what the claim found), PX lease
 //
 // with k = store.Keys{Prefix: prefix}. Times are the server's (TIME). The
 // scripts PUBLISH control messages on k.SchedulerControl(); the Store
@@ -198,7 +199,8 @@ func (r *Redis) claim(c claim) step[claimResult] {
 	what := fmt.Sprintf("scheduler: claim %q", c.Name)
 	return script(r, claimScript, what, r.fireKeys(c.Name, c.Fire), func(rep *store.Reply) (claimResult, error) {
 		res := claimResult{Outcome: outcome(rep.Int()), Now: rep.Int(), Cursor: rep.Int(), Recount: rep.Int() == 1,
-			RunDeadline: rep.Int(), Wait: time.Duration(rep.Int()) * time.Millisecond, Orphan: rep.Int()}
+			RunDeadline: rep.Int(), Wait: time.Duration(rep.Int()) * time.Millisecond, Orphan: rep.Int(),
+			Dropped: rep.Int(), DroppedFirst: rep.Int(), DroppedLast: rep.Int()}
 		if rep.Err() == nil && (res.Outcome < outcomeClaimed || res.Outcome > outcomeNone) {
 			return res, fmt.Errorf("%s: %w: outcome %d", what, store.ErrReply, res.Outcome)
 		}

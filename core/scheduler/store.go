@@ -22,7 +22,10 @@ type Store interface {
 	// claim settles one firing (see claim and claimResult).
 	claim(c claim) step[claimResult]
 	// recover takes over a firing whose lease lapsed: owner gets a new
-	// lease if the firing is unfinished and its lease has passed.
+	// lease if the firing is unfinished and its lease has passed. On
+	// Redis, owner "<base>/<n>" is attempt n of a recover whose earlier
+	// attempts got no reply: if one of them took the firing over, this one
+	// takes it from it.
 	recover(name string, fire int64, owner string, lease time.Duration) step[recoverResult]
 	// heartbeat renews owner's lease on a firing and records the attempt
 	// it is at. held is false when another owner took the firing over.
@@ -144,7 +147,12 @@ type claim struct {
 	Fire int64
 	// Probe is a firing whose lease deadline the reply reports.
 	Probe int64
-	// Owner gets the claim's lease of Lease.
+	// Owner gets the claim's lease of Lease. On Redis, "<base>/<n>" is
+	// attempt n of a claim whose attempts 1..n-1 got no reply: what they
+	// recorded, if Redis ran them after all, is this Engine's and never
+	// ran (scripts/claim.lua, Attempts), so this attempt takes over the
+	// same firing or drops another as missed (Dropped). An attempt older
+	// than one recorded changes nothing (outcomeTaken).
 	Owner string
 	Lease time.Duration
 	// ExpectPrev is the cursor the Engine believes in and Missed the fire
@@ -208,7 +216,11 @@ type claimResult struct {
 	Wait time.Duration
 	// Orphan is an unfinished firing whose lease lapsed, 0 if none.
 	Orphan int64
-	Now    int64
+	// Dropped firings, from DroppedFirst to DroppedLast, were claimed by
+	// earlier attempts of this claim (see claim.Owner) and are now counted
+	// missed; Cursor and Recount do not account for them.
+	Dropped, DroppedFirst, DroppedLast int64
+	Now                                int64
 }
 
 // recoverResult is what recover returns.

@@ -37,14 +37,20 @@ func (t *task) distributed() bool { return t.distState != nil }
 
 // distState is what only a distributed task needs.
 type distState struct {
-	probe      item  // a check on another process's run of a firing
-	sync       item  // a retry of resync
-	cursor     int64 // the Store's cursor as last seen
-	claiming   bool  // a claim is in flight
-	claimFails int   // consecutive claims the Store did not answer
-	late       bool  // the pending firing waited for the Store
-	syncing    bool  // a register or get to re-read the record is in flight
-	lastSync   int64 // local ns of the latest resync
+	probe       item   // a check on another process's run of a firing
+	sync        item   // a retry of resync
+	cursor      int64  // the Store's cursor as last seen
+	claiming    bool   // a claim is in flight
+	claimFails  int    // consecutive claims the Store did not answer
+	claimBase   string // owner base of the claim attempts since the last reply (claim.Owner)
+	claimTry    int    // the latest attempt under claimBase
+	recovering  int64  // the firing a recover is in flight for
+	recoverFor  int64  // the firing of recoverBase: its recovers got no reply
+	recoverBase string
+	recoverTry  int
+	late        bool  // the pending firing waited for the Store
+	syncing     bool  // a register or get to re-read the record is in flight
+	lastSync    int64 // local ns of the latest resync
 }
 
 type runner struct {
