@@ -57,17 +57,18 @@ func checkCounter(procs []*Proc, final int64) counterResult {
 
 // lockResult is what the fencing evidence of lock_counter.lua shows.
 type lockResult struct {
-	Holds       int // holds whose release returned true
-	Overlaps    int // pairs of such holds whose [acquired, before release] intersect
-	DupTokens   int // tokens granted twice
-	Regressions int // holds that began after another ended with a token not larger
-	LostWrites  int // protected increments the counter does not contain
-	Examples    []string // the first overlapping pairs, for the log
+	Holds        int      // holds whose release returned true
+	Overlaps     int      // pairs of such holds whose [acquired, before release] intersect
+	DupTokens    int      // tokens granted twice
+	Regressions  int      // holds that began after another ended with a token not larger
+	LostWrites   int      // protected increments the counter does not contain
+	SameProcDups int      // of DupTokens, holds of one process under one token (a hold taken as a re-entry of an earlier one)
+	Examples     []string // the first overlapping pairs, for the log
 }
 
 type hold struct {
 	token, start, end int64
-	proc               string
+	proc              string
 }
 
 // checkLocks: a hold whose release() returned true claims the task held the
@@ -108,12 +109,20 @@ func checkLocks(procs []*Proc, counter int64) lockResult {
 		}
 	}
 	tokens := map[int64]int{}
+	procsOf := map[int64]map[string]bool{}
 	for _, h := range all {
 		tokens[h.token]++
+		if procsOf[h.token] == nil {
+			procsOf[h.token] = map[string]bool{}
+		}
+		procsOf[h.token][h.proc] = true
 	}
-	for _, n := range tokens {
+	for tok, n := range tokens {
 		if n > 1 {
 			r.DupTokens += n - 1
+			if len(procsOf[tok]) == 1 {
+				r.SameProcDups += n - 1
+			}
 		}
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].start < all[j].start })

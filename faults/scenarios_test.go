@@ -267,7 +267,8 @@ func evaluate(t *testing.T, store redis.UniversalClient, prefix string, m *mix, 
 	}
 	if len(m.locks) > 0 {
 		r := checkLocks(m.locks, readNumber(t, store, prefix+"global:locked_counter"))
-		t.Logf("locks: %d holds, %d overlaps, %d duplicate tokens, %d token regressions, %d protected increments lost", r.Holds, r.Overlaps, r.DupTokens, r.Regressions, r.LostWrites)
+		t.Logf("locks: %d holds, %d overlaps, %d duplicate tokens (%d within one process), %d token regressions, %d protected increments lost",
+			r.Holds, r.Overlaps, r.DupTokens, r.SameProcDups, r.Regressions, r.LostWrites)
 		lost["lock-counter"], doubled["token"] = r.LostWrites, r.DupTokens
 		v.check(r.Holds > 0, "locks: no hold")
 		v.check(r.Overlaps == 0, "locks: %d overlapping holds, e.g. %s", r.Overlaps, strings.Join(r.Examples, "; "))
