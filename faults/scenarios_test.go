@@ -189,6 +189,11 @@ func readNumber(t *testing.T, c redis.UniversalClient, key string) int64 {
 func readScore(t *testing.T, c redis.UniversalClient, key, member string) int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// Under the default tie policy the zset member is looked up in
+	// rank:members (docs/keys.md).
+	if m, err := c.HGet(ctx, strings.Replace(key, "rank:{", "rank:members:{", 1), member).Result(); err == nil {
+		member = m
+	}
 	n, err := c.ZScore(ctx, key, member).Result()
 	if err != nil && err != redis.Nil {
 		t.Fatalf("faults: zscore %s: %v", key, err)
@@ -198,8 +203,9 @@ func readScore(t *testing.T, c redis.UniversalClient, key, member string) int64 
 
 // groupRecovery is the longest, over groups, of the time from `after`
 // until some process of the group acknowledged again.
-func groupRecovery(after, until time.Time, groups ...[]*Proc) time.Duration {
+func groupRecovery(t *testing.T, after, until time.Time, groups ...[]*Proc) time.Duration {
 	var worst time.Duration
+	var each []string
 	for _, g := range groups {
 		if len(g) == 0 {
 			continue
@@ -209,7 +215,9 @@ func groupRecovery(after, until time.Time, groups ...[]*Proc) time.Duration {
 			best = min(best, recovery([]*Proc{p}, after, until, "ACK", "HOLD", "PUSHED", "ACKED", "FIRE"))
 		}
 		worst = max(worst, best)
+		each = append(each, fmt.Sprintf("%s %v", strings.TrimRight(g[0].Name, "0123456789"), best.Round(100*time.Millisecond)))
 	}
+	t.Logf("recovery by workload: %s", strings.Join(each, ", "))
 	return worst
 }
 
@@ -242,6 +250,7 @@ type outcome struct {
 	fireSlack    int
 	extraLost    map[string]int
 	hung         int
+	workEnd      time.Time // when the bounded workloads stop
 }
 
 func evaluate(t *testing.T, store redis.UniversalClient, prefix string, m *mix, cfg string, o outcome) {
@@ -297,10 +306,18 @@ func evaluate(t *testing.T, store redis.UniversalClient, prefix string, m *mix, 
 	v.check(o.hung == 0, "%d processes hung", o.hung)
 	var rec time.Duration
 	if !o.faultEnd.IsZero() {
-		rec = groupRecovery(o.faultEnd, time.Now(), m.kv, m.rank, m.locks, m.prods, m.cons, m.fires)
+		rec = groupRecovery(t, o.faultEnd, o.workEnd, m.kv, m.rank, m.locks, m.prods, m.cons, m.fires)
 		v.check(rec <= recoverMax, "recovery took %v (bound %v)", rec, recoverMax)
+		if rec > recoverMax {
+			for _, p := range m.all {
+				if errs := p.Lines("ERR"); len(errs) > 0 {
+					t.Logf("%s: %d errors, the last: %s", p.Name, len(errs), strings.Join(errs[len(errs)-1].Fields, " "))
+				}
+			}
+		}
 	}
-	record(Row{Scenario: o.name, Lost: counts(lost), Doubled: counts(doubled), Hung: o.hung, Recovery: rec, Verdict: v.String()})
+	record(Row{Scenario: o.name, Lost: counts(lost), Doubled: counts(doubled), Hung: o.hung, Recovery: rec,
+		NotRecovered: rec >= o.workEnd.Sub(o.faultEnd), Verdict: v.String()})
 }
 
 func prefixFor() string {
@@ -330,7 +347,7 @@ func TestClusterKillMaster(t *testing.T) {
 			victim.Kill()
 			killed := time.Now()
 			hung := m.finish(t, dur, started)
-			evaluate(t, c.Client(t), prefix, m, cfg, outcome{name: name, lossExpected: wait == 0, faultEnd: killed, hung: hung})
+			evaluate(t, c.Client(t), prefix, m, cfg, outcome{name: name, lossExpected: wait == 0, faultEnd: killed, hung: hung, workEnd: started.Add(dur)})
 		})
 	}
 }
@@ -352,12 +369,11 @@ func TestSentinelFailover(t *testing.T) {
 			started := time.Now()
 			m := startMix(t, cfg, mixSpec{kv: 2, rank: 1, locks: 2, prods: 1, cons: 1, dur: dur, lockTTL: 3000})
 			time.Sleep(5 * time.Second)
-			at := time.Now()
-			s.Failover(t)
+			at := s.Failover(t) // the Sentinels name the new master
 			hung := m.finish(t, dur, started)
 			store := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: s.Addrs()})
 			defer store.Close()
-			evaluate(t, store, prefix, m, cfg, outcome{name: name, lossExpected: wait == 0, faultEnd: at, hung: hung})
+			evaluate(t, store, prefix, m, cfg, outcome{name: name, lossExpected: wait == 0, faultEnd: at, hung: hung, workEnd: started.Add(dur)})
 		})
 	}
 }
@@ -379,7 +395,7 @@ func TestFreeze(t *testing.T) {
 			time.Sleep(time.Until(started.Add(dur)))
 			hung := m.finish(t, dur, started)
 			evaluate(t, n.Client(), prefix, m, cfg, outcome{name: fmt.Sprintf("standalone SIGSTOP %v", d), faultEnd: to,
-				outages: [][2]time.Time{{from, to}}, fireSlack: 2, hung: hung})
+				outages: [][2]time.Time{{from, to}}, fireSlack: 2, hung: hung, workEnd: started.Add(dur)})
 		})
 	}
 }
@@ -398,7 +414,7 @@ func TestRestartEmpty(t *testing.T) {
 	n.RestartEmpty()
 	back := time.Now()
 	hung := m.finish(t, dur, started)
-	evaluate(t, n.Client(), prefix, m, cfg, outcome{name: "standalone restart empty", lossExpected: true, faultEnd: back, hung: hung})
+	evaluate(t, n.Client(), prefix, m, cfg, outcome{name: "standalone restart empty", lossExpected: true, faultEnd: back, hung: hung, workEnd: started.Add(dur)})
 }
 
 // Each workload talks to Redis through the proxy, which adds latency,
@@ -435,7 +451,7 @@ func TestProxy(t *testing.T) {
 			tc.fault(px)
 			end := time.Now()
 			hung := m.finish(t, dur, started)
-			evaluate(t, n.Client(), prefix, m, cfg, outcome{name: "proxy " + tc.name, faultEnd: end, hung: hung})
+			evaluate(t, n.Client(), prefix, m, cfg, outcome{name: "proxy " + tc.name, faultEnd: end, hung: hung, workEnd: started.Add(dur)})
 		})
 	}
 }
@@ -469,7 +485,7 @@ func TestShieldKillAndTerm(t *testing.T) {
 	m.all = without(m.all, m.cons[0], m.locks[0], m.fires[0], m.cons[1], m.locks[1], m.fires[1])
 	hung += m.finishSome(t, dur, started)
 	evaluate(t, n.Client(), prefix, m, cfg, outcome{name: "shield SIGKILL + SIGTERM", faultEnd: killAt,
-		outages: [][2]time.Time{{killAt, killAt.Add(claimTTL * time.Millisecond)}}, fireSlack: 2, hung: hung})
+		outages: [][2]time.Time{{killAt, killAt.Add(claimTTL * time.Millisecond)}}, fireSlack: 2, hung: hung, workEnd: started.Add(dur)})
 }
 
 func without(ps []*Proc, drop ...*Proc) []*Proc {

@@ -18,6 +18,9 @@ type Row struct {
 	Doubled  string        // values handed out twice, firings run twice, duplicate tokens
 	Hung     int           // processes that did not end by their deadline
 	Recovery time.Duration // fault end → every workload acknowledged again (max)
+	// NotRecovered: some workload acknowledged nothing between the fault's
+	// end and its own end (Recovery is then that whole time).
+	NotRecovered bool
 	Verdict  string        // "ok", or which invariant failed
 }
 
@@ -45,6 +48,9 @@ func printTable(w io.Writer) {
 		rec := "-"
 		if r.Recovery > 0 {
 			rec = fmt.Sprintf("%.1f s", r.Recovery.Seconds())
+		}
+		if r.NotRecovered {
+			rec = fmt.Sprintf("not within %.0f s", r.Recovery.Seconds())
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %s |\n", r.Scenario, r.Lost, r.Doubled, r.Hung, rec, r.Verdict)
 	}
