@@ -62,6 +62,7 @@ type lockResult struct {
 	DupTokens    int      // tokens granted twice
 	Regressions  int      // holds that began after another ended with a token not larger
 	LostWrites   int      // protected increments the counter does not contain
+	StaleHolds   int      // holds that wrote but whose release did not return true (the lease had lapsed)
 	SameProcDups int      // of DupTokens, holds of one process under one token (a hold taken as a re-entry of an earlier one)
 	Examples     []string // the first overlapping pairs, for the log
 }
@@ -89,6 +90,8 @@ func checkLocks(procs []*Proc, counter int64) lockResult {
 				if f[5] == "true" {
 					wrote++
 				}
+			} else if f[5] == "true" {
+				r.StaleHolds++
 			}
 		}
 	}

@@ -21,7 +21,7 @@ type Row struct {
 	// NotRecovered: some workload acknowledged nothing between the fault's
 	// end and its own end (Recovery is then that whole time).
 	NotRecovered bool
-	Verdict  string        // "ok", or which invariant failed
+	Verdict      string // "ok", or which invariant failed
 }
 
 var (
