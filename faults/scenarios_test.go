@@ -278,7 +278,7 @@ func evaluate(t *testing.T, store redis.UniversalClient, prefix string, m *mix, 
 		r := checkLocks(m.locks, readNumber(t, store, prefix+"global:locked_counter"))
 		t.Logf("locks: %d holds, %d overlaps, %d duplicate tokens (%d within one process), %d token regressions, %d protected increments lost, %d writes by holders told their lease lapsed",
 			r.Holds, r.Overlaps, r.DupTokens, r.SameProcDups, r.Regressions, r.LostWrites, r.StaleHolds)
-		lost["lock-counter"], doubled["token"] = r.LostWrites, r.DupTokens
+		lost["unfenced-counter"], doubled["token"] = r.LostWrites, r.DupTokens
 		v.check(r.Holds > 0, "locks: no hold")
 		v.check(r.Overlaps == 0, "locks: %d overlapping holds, e.g. %s", r.Overlaps, strings.Join(r.Examples, "; "))
 		v.check(r.DupTokens == 0 && r.Regressions == 0, "locks: fencing tokens not strictly increasing (%d repeated, %d regressed)", r.DupTokens, r.Regressions)
