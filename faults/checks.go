@@ -149,6 +149,7 @@ type queueResult struct {
 	Pushed, Acked int
 	Lost          int // pushed (acknowledged) and never acked by anyone
 	Redelivered   int // acked more than once (at-least-once allows it)
+	LostMsgs      []string
 }
 
 func checkQueue(producers, consumers []*Proc) queueResult {
@@ -164,6 +165,7 @@ func checkQueue(producers, consumers []*Proc) queueResult {
 			r.Pushed++
 			if acked[l.Fields[1]] == 0 {
 				r.Lost++
+				r.LostMsgs = append(r.LostMsgs, l.Fields[1])
 			}
 		}
 	}

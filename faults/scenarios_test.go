@@ -295,6 +295,9 @@ func evaluate(t *testing.T, store redis.UniversalClient, prefix string, m *mix, 
 		lost["queue"] = r.Lost
 		v.check(r.Pushed > 0, "queue: nothing pushed")
 		v.check(o.lossExpected || r.Lost == 0, "queue: %d acknowledged pushes never delivered", r.Lost)
+		if r.Lost > 0 {
+			logQueueLoss(t, store, prefix, r.LostMsgs, append(m.cons, d))
+		}
 		n, worst := popOverruns(append(m.cons, d), popSlack)
 		v.check(n == 0, "queue: %d pops overran timeout + %v (slowest %v)", n, popSlack, worst)
 	}
@@ -512,4 +515,33 @@ func (m *mix) finishSome(t *testing.T, dur time.Duration, started time.Time) int
 		}
 	}
 	return rest.finish(t, dur, started)
+}
+
+// logQueueLoss says where lost messages were last seen: the consumers'
+// lines that name them and the stream's state in Redis.
+func logQueueLoss(t *testing.T, c redis.UniversalClient, prefix string, lost []string, cons []*Proc) {
+	if len(lost) > 5 {
+		lost = lost[:5]
+	}
+	for _, msg := range lost {
+		var seen []string
+		for _, p := range cons {
+			for _, tag := range []string{"NACKED", "ACKED"} {
+				for _, l := range p.Lines(tag) {
+					if l.Fields[1] == msg {
+						seen = append(seen, p.Name+": "+strings.Join(l.Fields, " "))
+					}
+				}
+			}
+		}
+		t.Logf("lost %s; consumers' lines naming it: %v", msg, seen)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	key := prefix + "queue:{faults}"
+	n, _ := c.XLen(ctx, key).Result()
+	groups, _ := c.XInfoGroups(ctx, key).Result()
+	dead, _ := c.XLen(ctx, key+":dead").Result()
+	meta, _ := c.HGetAll(ctx, key+":meta").Result()
+	t.Logf("stream %s: %d entries, groups %+v, %d dead letters, meta %v", key, n, groups, dead, meta)
 }
