@@ -38,14 +38,15 @@ func TestMain(m *testing.M) {
 
 // Bounds every check below uses (docs/reliability.md states them).
 const (
-	grace      = 2 * time.Second // global.runtime.shutdown_grace in every config here
-	stopBound  = grace + 2*time.Second + time.Second
-	popSlack   = time.Second // pop(timeout) returns within timeout + this
-	every      = 500 * time.Millisecond
-	claimTTL   = 6000 // the interval task's lock_ttl, ms
-	redisTO    = time.Second
-	callBound  = 2*redisTO + time.Second // a kv call through a dead link fails within read + write timeout + slack
-	recoverMax = 8 * time.Second         // every workload acknowledges again within this after a fault ends
+	grace        = 2 * time.Second // global.runtime.shutdown_grace in every config here
+	stopBound    = grace + 2*time.Second + time.Second
+	popSlack     = time.Second // pop(timeout) returns within timeout + this
+	every        = 500 * time.Millisecond
+	claimTTL     = 6000 // the interval task's lock_ttl, ms
+	redisTO      = time.Second
+	callBound    = 2*redisTO + time.Second     // a kv call through a dead link fails within read + write timeout + slack
+	acquireBound = 2*time.Second + time.Second // lock_counter.lua's acquire(2000) + slack
+	recoverMax   = 8 * time.Second             // every workload acknowledges again within this after a fault ends
 )
 
 // verdict collects the failed invariants of one scenario.
@@ -286,6 +287,9 @@ func evaluate(t *testing.T, store redis.UniversalClient, prefix string, m *mix, 
 		// late over a later holder's increments: only fencing protects the
 		// resource then (docs/locks.md), so the counter is exact only when
 		// no hold lapsed.
+		// acquire(2000) is a hard bound, also while Redis hangs (docs/locks.md).
+		d := max(slowest(m.locks, "WAIT", 2), slowest(m.locks, "ERR", 2))
+		v.check(d <= acquireBound, "locks: acquire(2000) took %v (bound %v)", d, acquireBound)
 		v.check(o.lossExpected || r.StaleHolds > 0 || r.LostWrites == 0, "locks: %d protected increments lost though no hold lapsed", r.LostWrites)
 	}
 	if len(m.prods) > 0 {
