@@ -144,26 +144,35 @@ func checkLocks(procs []*Proc, counter int64) lockResult {
 	return r
 }
 
-// queueResult compares pushed and acked reliable messages.
+// queueResult compares pushed and acked reliable messages. A message is
+// lost when a push of it was acknowledged and no consumer ever got it to
+// process (acked it, or tried to: an ack that raised may have been applied,
+// and then the message rightly never comes again).
 type queueResult struct {
 	Pushed, Acked int
 	Lost          int // pushed (acknowledged) and never acked by anyone
 	Redelivered   int // acked more than once (at-least-once allows it)
+	Unknown       int // never acked, but an ack of it raised (Redis may have applied it)
 	LostMsgs      []string
 }
 
 func checkQueue(producers, consumers []*Proc) queueResult {
 	var r queueResult
-	acked := map[string]int{}
+	acked, ackErr := map[string]int{}, map[string]bool{}
 	for _, p := range consumers {
 		for _, l := range p.Lines("ACKED") {
 			acked[l.Fields[1]]++
+		}
+		for _, l := range p.Lines("ACKERR") {
+			ackErr[l.Fields[1]] = true
 		}
 	}
 	for _, p := range producers {
 		for _, l := range p.Lines("PUSHED") {
 			r.Pushed++
-			if acked[l.Fields[1]] == 0 {
+			if acked[l.Fields[1]] == 0 && ackErr[l.Fields[1]] {
+				r.Unknown++ // delivered and processed; whether its ack landed is unknown
+			} else if acked[l.Fields[1]] == 0 {
 				r.Lost++
 				r.LostMsgs = append(r.LostMsgs, l.Fields[1])
 			}

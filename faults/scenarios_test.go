@@ -154,8 +154,9 @@ func tail(s string) string {
 // drain consumes what is left of the queue (an in-flight delivery comes
 // back after the 3 s visibility timeout) and returns the drain process.
 func drain(t *testing.T, cfg string) *Proc {
-	p := StartShield(t, "drain", cfg, "queue_consumer.lua", "30000", "1000", "4500")
-	if !p.Wait(45 * time.Second) {
+	// Idle for 8 s: over twice the visibility timeout.
+	p := StartShield(t, "drain", cfg, "queue_consumer.lua", "40000", "1000", "8000")
+	if !p.Wait(55 * time.Second) {
 		t.Errorf("the drain consumer hung")
 		p.Stop(stopBound)
 	}
@@ -295,7 +296,7 @@ func evaluate(t *testing.T, store redis.UniversalClient, prefix string, m *mix, 
 	if len(m.prods) > 0 {
 		d := drain(t, cfg)
 		r := checkQueue(m.prods, append(append([]*Proc{}, m.cons...), d))
-		t.Logf("queue: pushed %d, acked %d, lost %d, redelivered %d", r.Pushed, r.Acked, r.Lost, r.Redelivered)
+		t.Logf("queue: pushed %d, acked %d, lost %d, redelivered %d, ack outcome unknown %d", r.Pushed, r.Acked, r.Lost, r.Redelivered, r.Unknown)
 		lost["queue"] = r.Lost
 		v.check(r.Pushed > 0, "queue: nothing pushed")
 		v.check(o.lossExpected || r.Lost == 0, "queue: %d acknowledged pushes never delivered", r.Lost)
@@ -530,7 +531,7 @@ func logQueueLoss(t *testing.T, c redis.UniversalClient, prefix string, lost []s
 	for _, msg := range lost {
 		var seen []string
 		for _, p := range cons {
-			for _, tag := range []string{"NACKED", "ACKED"} {
+			for _, tag := range []string{"NACKED", "ACKERR", "ACKED"} {
 				for _, l := range p.Lines(tag) {
 					if l.Fields[1] == msg {
 						seen = append(seen, p.Name+": "+strings.Join(l.Fields, " "))

@@ -3,7 +3,8 @@
 -- deadline, or (with IDLE_EXIT_MS) once nothing came for that long.
 -- POP elapsed_ms timeout_ms result   every pop: how long it took
 -- ACKED msg at_ms                    ack() returned true
--- NACKED msg why                     ack() did not return true
+-- NACKED msg why                     ack() returned nil, why (the message comes again)
+-- ACKERR msg error                   ack() raised: it may or may not have been applied
 -- ERR at_ms elapsed_ms error
 local c = dofile("testdata/common.lua")
 local dur, timeout, idle = tonumber(arg[1]), tonumber(arg[2]), tonumber(arg[3] or 0)
@@ -23,7 +24,9 @@ while shield.now_ms() < deadline and (idle == 0 or shield.now_ms() - last < idle
     c.emit("POP", t1 - t0, timeout, "msg")
     last = t1
     local oka, acked, why = pcall(h.ack, h)
-    if oka and acked then c.emit("ACKED", msg, shield.now_ms()) else c.emit("NACKED", msg, c.clean(oka and why or acked)) end
+    if not oka then c.emit("ACKERR", msg, c.clean(acked))
+    elseif acked then c.emit("ACKED", msg, shield.now_ms())
+    else c.emit("NACKED", msg, why) end
   end
 end
 c.emit("DONE")
