@@ -5,6 +5,7 @@ package faults
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -16,7 +17,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// quietLogger drops go-redis's own log lines (dial failures of the
+// harness's admin clients while a node is down are expected here).
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
 func TestMain(m *testing.M) {
+	redis.SetLogger(quietLogger{})
 	dir, err := os.MkdirTemp("", "shield-faults-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -30,7 +38,7 @@ func TestMain(m *testing.M) {
 	}
 	start := time.Now()
 	code := m.Run()
-	fmt.Printf("\nfault table (%s, %v):\n\n", strings.Join(os.Args[1:], " "), time.Since(start).Round(time.Second))
+	fmt.Printf("\nfault table (go test -tags faults ./faults/, -run %q, %v):\n\n", flag.Lookup("test.run").Value, time.Since(start).Round(time.Second))
 	printTable(os.Stdout)
 	os.RemoveAll(dir)
 	os.Exit(code)

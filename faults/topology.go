@@ -29,6 +29,7 @@ type Node struct {
 	Dir  string
 	args []string
 	cmd  *exec.Cmd
+	done chan struct{} // closed when the current process has ended
 	t    testing.TB
 }
 
@@ -91,7 +92,9 @@ func (n *Node) start() {
 		n.t.Fatalf("faults: redis-server: %v", err)
 	}
 	n.cmd = cmd
-	go cmd.Wait() // reap it whenever it ends
+	done := make(chan struct{})
+	n.done = done
+	go func() { cmd.Wait(); close(done) }() // reap it whenever it ends
 	n.waitPing()
 }
 
@@ -120,9 +123,16 @@ func (n *Node) signal(sig syscall.Signal) {
 	}
 }
 
-// Kill is kill -9; it is also the cleanup.
+// Kill is kill -9; it is also the cleanup. It returns once the process is
+// gone (so its directory can be removed, its port reused).
 func (n *Node) Kill() {
 	n.signal(syscall.SIGKILL) // also ends a SIGSTOPped node
+	if n.done != nil {
+		select {
+		case <-n.done:
+		case <-time.After(5 * time.Second):
+		}
+	}
 }
 
 // Freeze stops the node with SIGSTOP for d, then continues it.
