@@ -143,8 +143,31 @@ func StartShield(t testing.TB, name, cfg, script string, args ...string) *Proc {
 		p.mu.Unlock()
 		close(p.exited)
 	}()
-	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-p.exited })
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+		p.save(t)
+	})
 	return p
+}
+
+// save writes the process's output to $FAULTS_OUT/<test>/<name>.out and
+// .err when FAULTS_OUT is set (for reading a failure afterwards).
+func (p *Proc) save(t testing.TB) {
+	dir := os.Getenv("FAULTS_OUT")
+	if dir == "" {
+		return
+	}
+	dir = filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
+	os.MkdirAll(dir, 0o755)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out strings.Builder
+	for _, l := range p.lines {
+		fmt.Fprintf(&out, "%d %s\n", l.At.UnixMilli(), strings.Join(l.Fields, " "))
+	}
+	os.WriteFile(filepath.Join(dir, p.Name+".out"), []byte(out.String()), 0o644)
+	os.WriteFile(filepath.Join(dir, p.Name+".err"), p.stderr.Bytes(), 0o644)
 }
 
 type lockedWriter struct {

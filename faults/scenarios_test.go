@@ -46,11 +46,15 @@ func TestMain(m *testing.M) {
 
 // Bounds every check below uses (docs/reliability.md states them).
 const (
-	grace        = 2 * time.Second // global.runtime.shutdown_grace in every config here
-	stopBound    = grace + 2*time.Second + time.Second
-	popSlack     = time.Second // pop(timeout) returns within timeout + this
-	every        = 500 * time.Millisecond
-	claimTTL     = 6000 // the interval task's lock_ttl, ms
+	grace     = 2 * time.Second // global.runtime.shutdown_grace in every config here
+	stopBound = grace + 2*time.Second + time.Second
+	popSlack  = time.Second // pop(timeout) returns within timeout + this
+	every     = 500 * time.Millisecond
+	claimTTL  = 6000 // the interval task's lock_ttl, ms
+	// fireSlack: firing slots after an outage that may still be missed: a
+	// claim whose answer the client never saw may block the next firing for
+	// about one heartbeat (lock_ttl / 3, issue 18), plus 2 slots.
+	fireSlack    = claimTTL/3/int(every/time.Millisecond) + 2
 	redisTO      = time.Second
 	callBound    = 2*redisTO + time.Second     // a kv call through a dead link fails within read + write timeout + slack
 	acquireBound = 2*time.Second + time.Second // lock_counter.lua's acquire(2000) + slack
@@ -415,7 +419,7 @@ func TestFreeze(t *testing.T) {
 			time.Sleep(time.Until(started.Add(dur)))
 			hung := m.finish(t, dur, started)
 			evaluate(t, n.Client(), prefix, m, cfg, outcome{name: fmt.Sprintf("standalone SIGSTOP %v", d), faultEnd: to,
-				outages: [][2]time.Time{{from, to}}, fireSlack: 2, hung: hung, workEnd: started.Add(dur)})
+				outages: [][2]time.Time{{from, to}}, fireSlack: fireSlack, hung: hung, workEnd: started.Add(dur)})
 		})
 	}
 }
@@ -505,7 +509,7 @@ func TestShieldKillAndTerm(t *testing.T) {
 	m.all = without(m.all, m.cons[0], m.locks[0], m.fires[0], m.cons[1], m.locks[1], m.fires[1])
 	hung += m.finishSome(t, dur, started)
 	evaluate(t, n.Client(), prefix, m, cfg, outcome{name: "shield SIGKILL + SIGTERM", faultEnd: killAt,
-		outages: [][2]time.Time{{killAt, killAt.Add(claimTTL * time.Millisecond)}}, fireSlack: 2, hung: hung, workEnd: started.Add(dur)})
+		outages: [][2]time.Time{{killAt, killAt.Add(claimTTL * time.Millisecond)}}, fireSlack: fireSlack, hung: hung, workEnd: started.Add(dur)})
 }
 
 func without(ps []*Proc, drop ...*Proc) []*Proc {
