@@ -240,8 +240,9 @@ func (b *schedBinding) on(L *lua.LState) int {
 
 // ---- task objects
 
-// schedTask is a task object: the task's state as of the call that
-// returned it (task:refresh() reads it again).
+// schedTask is a task object, a live view: each method but name() reads
+// the task's current state (blocking; nil, "not_found" once the task is
+// gone). info is the state last read, for __tostring.
 type schedTask struct {
 	b    *schedBinding
 	info scheduler.Info
@@ -259,24 +260,30 @@ func (b *schedBinding) installTaskType() {
 	mt := L.NewTypeMetatable(schedTaskType)
 	mt.RawSetString("__name", lua.LString(schedTaskType))
 	methods := L.NewTable()
-	field := func(fn string, get func(scheduler.Info) lua.LValue) {
-		methods.RawSetString(fn, L.NewFunction(func(L *lua.LState) int {
+	// field reads the current state and returns one part of it.
+	field := func(fn string, get func(L *lua.LState, i scheduler.Info) lua.LValue) {
+		methods.RawSetString(fn, b.rt.blocking(func(L *lua.LState) int {
 			t := argsOf(L, schedTaskType, fn).self(1, schedTaskType).(*schedTask)
-			L.Push(get(t.info))
-			return 1
+			return RunOutcome(b.rt, L, schedTaskType+":"+fn, b.s.Engine.Get(t.info.Name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
+				if err != nil {
+					return taskNotFound(err)
+				}
+				t.info = info
+				return []lua.LValue{get(L, info)}, nil
+			})
 		}))
 	}
-	field("name", func(i scheduler.Info) lua.LValue { return lua.LString(i.Name) })
-	field("schedule", func(i scheduler.Info) lua.LValue { return lua.LString(i.Schedule) })
-	field("next_run", func(i scheduler.Info) lua.LValue { return unixMs(i.NextRun) })
-	field("last_run", func(i scheduler.Info) lua.LValue { return unixMs(i.LastRun) })
-	field("run_count", func(i scheduler.Info) lua.LValue { return lua.LNumber(i.RunCount) })
-	field("status", func(i scheduler.Info) lua.LValue { return lua.LString(i.Status) })
-	methods.RawSetString("info", L.NewFunction(func(L *lua.LState) int {
-		t := argsOf(L, schedTaskType, "info").self(1, schedTaskType).(*schedTask)
-		L.Push(infoTable(L, t.info))
+	methods.RawSetString("name", L.NewFunction(func(L *lua.LState) int {
+		t := argsOf(L, schedTaskType, "name").self(1, schedTaskType).(*schedTask)
+		L.Push(lua.LString(t.info.Name))
 		return 1
 	}))
+	field("schedule", func(_ *lua.LState, i scheduler.Info) lua.LValue { return lua.LString(i.Schedule) })
+	field("next_run", func(_ *lua.LState, i scheduler.Info) lua.LValue { return unixMs(i.NextRun) })
+	field("last_run", func(_ *lua.LState, i scheduler.Info) lua.LValue { return unixMs(i.LastRun) })
+	field("run_count", func(_ *lua.LState, i scheduler.Info) lua.LValue { return lua.LNumber(i.RunCount) })
+	field("status", func(_ *lua.LState, i scheduler.Info) lua.LValue { return lua.LString(i.Status) })
+	field("info", func(L *lua.LState, i scheduler.Info) lua.LValue { return infoTable(L, i) })
 	methods.RawSetString("refresh", b.rt.blocking(func(L *lua.LState) int {
 		t := argsOf(L, schedTaskType, "refresh").self(1, schedTaskType).(*schedTask)
 		return RunOutcome(b.rt, L, schedTaskType+":refresh", b.s.Engine.Get(t.info.Name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {

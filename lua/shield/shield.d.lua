@@ -1031,7 +1031,8 @@ function shield.rate_limiter(name, opts) end
 ---@field running integer runs in progress in this process
 ---@field registered boolean false for a distributed task only another process registered
 
---- A task as of the call that returned it; refresh() reads it again.
+--- A live view of a task: each method but name() reads the current state
+--- (blocking) and returns nil, "not_found" once the task is gone.
 ---@class shield.scheduler_task
 local scheduler_task = {}
 

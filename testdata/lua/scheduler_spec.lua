@@ -83,6 +83,27 @@ for _, distributed in ipairs({ false, true }) do
 			assert.is_true(s:remove(n))
 		end)
 
+		it("gives task objects that show the current state", function()
+			local n = name(mode .. ":live")
+			local runs = 0
+			local t = s:interval(n, 20, function() runs = runs + 1 end, opts())
+			assert.is_true(wait_for(function() return runs >= 1 end))
+			assert.are.equal("active", t:status())
+			local held = s:get(n) -- taken before the pause, read after it
+			assert.is_true(s:pause(n))
+			assert.are.equal("paused", held:status())
+			assert.are.equal("paused", t:info().status)
+			assert.is_nil(t:next_run())
+			assert.is_true(s:resume(n))
+			assert.are.equal("active", held:status())
+			assert.is_true(wait_for(function() return t:run_count() >= 2 end))
+			assert.is_true(s:remove(n))
+			local gone, why = held:status()
+			assert.is_nil(gone)
+			assert.are.equal("not_found", why)
+			assert.are.equal(n, held:name())
+		end)
+
 		it("keeps the schedule through errors, retrying the same firing", function()
 			local n = name(mode .. ":risky")
 			local attempts, errors = {}, {}
