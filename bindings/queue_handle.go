@@ -205,7 +205,8 @@ func (h *queueHandle) ack(a args, fn string) int {
 
 // handle:nack([delay_ms]) -> true (redelivered after delay, default
 // retry_delay) | true, "dead_letter" (that was its last allowed delivery:
-// it moved to the dead letters) | nil, "not_held".
+// it moved to the dead letters) | true, "dropped" (the same with dead
+// letters disabled: the message is gone) | nil, "not_held".
 func (h *queueHandle) nack(a args, fn string, n int) int {
 	delay := h.o.opts.RetryDelay
 	if a.L.Get(n) != lua.LNil {
@@ -221,6 +222,8 @@ func (h *queueHandle) nack(a args, fn string, n int) int {
 		switch {
 		case err != nil:
 			return h.settleErr(err)
+		case r.Dropped:
+			return values(lua.LTrue, lua.LString("dropped"))
 		case r.DeadLettered:
 			return values(lua.LTrue, lua.LString("dead_letter"))
 		}

@@ -580,7 +580,7 @@ func (r *memReceiver) Nack(d *Delivery, delay time.Duration) *store.Op[NackResul
 		g.nacked++
 		if p.count >= 1+g.s.o.MaxRetries {
 			g.deadLetter(p, now)
-			return NackResult{DeadLettered: true}, nil
+			return NackResult{DeadLettered: true, Dropped: !g.s.o.DeadLetter.Enabled}, nil
 		}
 		g.park(p, now, now.Add(time.Duration(millis(delay))*time.Millisecond))
 		return NackResult{}, g.serve()

@@ -272,6 +272,9 @@ type NackResult struct {
 	// (Options.MaxRetries): the message went to the dead letters (or was
 	// dropped when they are disabled) instead of being retried.
 	DeadLettered bool
+	// Dropped is true when DeadLettered and the dead letters are disabled:
+	// the message is gone.
+	Dropped bool
 }
 
 // DeadLetter is one message that ran out of retries.

@@ -352,7 +352,7 @@ func (rc *redisReceiver) nackCmd(op string, d *Delivery, delay time.Duration) (*
 		case code == -1:
 			err = opErr(op, rc.label, fmt.Errorf("message %s: %w", d.ID, ErrNotHeld))
 		case code == 2:
-			res.DeadLettered = true
+			res.DeadLettered, res.Dropped = true, !s.o.DeadLetter.Enabled
 		}
 		d.finish(err)
 		return res, err

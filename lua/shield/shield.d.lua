@@ -722,10 +722,11 @@ local queue_handle = {}
 function queue_handle:ack() end
 
 --- Redelivers the message after delay_ms (default retry_delay); true,
---- "dead_letter" when that was its last allowed delivery. Blocking.
+--- "dead_letter" when that was its last allowed delivery (true, "dropped"
+--- when dead letters are disabled: the message is gone). Blocking.
 ---@param delay_ms? number
 ---@return true|nil ok
----@return "dead_letter"|"not_held"|nil info
+---@return "dead_letter"|"dropped"|"not_held"|nil info
 function queue_handle:nack(delay_ms) end
 
 --- Deliveries so far, this one included.
@@ -801,7 +802,7 @@ function reliable_queue:ack(handle) end
 ---@param handle shield.queue_handle
 ---@param delay_ms? number
 ---@return true|nil ok
----@return "dead_letter"|"not_held"|nil info
+---@return "dead_letter"|"dropped"|"not_held"|nil info
 function reliable_queue:nack(handle, delay_ms) end
 
 --- Messages not acknowledged yet (waiting, in flight, retrying).
