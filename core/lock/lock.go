@@ -28,8 +28,9 @@
 // reader never blocks writers beyond its TTL while other readers keep
 // renewing theirs.
 //
-// With Options.Reentrant an owner may take the hold it already has again; a
-// count tracks re-entries and Release counts down. A writer may also take a
+// With Options.Reentrant an owner may take the hold it already has again
+// (naming it by its token, see Hold identity); a count tracks re-entries
+// and Release counts down. A writer may also take a
 // shared hold on its own lock (downgrade: release the write hold afterwards
 // and keep reading); the reverse, a reader asking for the write hold, is
 // refused with ErrUpgrade because two upgrading readers would wait for each

@@ -22,9 +22,9 @@ import (
 // paused past its validity can still act after another owner obtained the
 // lock. Its fencing tokens are per node (Grant.Token is the highest token of
 // the nodes that granted), so they are NOT guaranteed to increase from one
-// grant to the next when the granting quorums differ: a resource that needs
-// fencing must use a single Redis backend (whose tokens are strict), not
-// Redlock.
+// grant to the next when the granting quorums differ (the nodes' clocks
+// make them roughly increase): a resource that needs fencing must use a
+// single Redis backend, not Redlock.
 //
 // Supported: Exclusive mode only (Shared fails with ErrInvalid), Reentrant,
 // not Fair (ErrInvalid: each node's queue would elect its own head). Its
