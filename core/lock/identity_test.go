@@ -177,8 +177,15 @@ func TestSessionReentryOfAReplacedHoldIsLost(t *testing.T) {
 // token, and a late release of a grant the client gave up on cannot end
 // the owner's newer hold.
 func TestBackendsNameHoldsByToken(t *testing.T) {
-	for name, backend := range distributedBackends(t) {
+	backends := distributedBackends(t)
+	backends["redlock"] = func(*testing.T) Backend {
+		return NewRedlock([]Backend{NewMemory(nil), NewMemory(nil), NewMemory(nil)}, 2)
+	}
+	for name, backend := range backends {
 		for mname, mode := range modes() {
+			if name == "redlock" && mode == Shared {
+				continue // exclusive only
+			}
 			t.Run(name+"/"+mname, func(t *testing.T) {
 				b := backend(t)
 				ctx := t.Context()
@@ -209,8 +216,23 @@ func TestBackendsNameHoldsByToken(t *testing.T) {
 				if err != nil || !info.Held || info.Token != a2.Token || info.Owners[0] != (Holder{"A", 1}) {
 					t.Fatalf("info %+v %v; want A's second hold untouched", info, err)
 				}
+				// The hold's own token re-enters it; a release keeping one
+				// level leaves it held at count 1.
+				oa.Token = a2.Token
+				if a, err := b.TryAcquire("n", "A", mode, oa).Do(ctx); err != nil || !a.Granted || a.Token != a2.Token || a.Count != 2 {
+					t.Fatalf("re-entry: %+v %v; want count 2 with token %d", a, err, a2.Token)
+				}
+				if _, err := b.Release("n", "A", mode, a2.Token, 1).Do(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if info, err := b.Info("n").Do(ctx); err != nil || !info.Held || info.Owners[0] != (Holder{"A", 1}) {
+					t.Fatalf("info after keeping 1: %+v %v", info, err)
+				}
 				if _, err := b.Release("n", "A", mode, a2.Token, 0).Do(ctx); err != nil {
 					t.Fatal(err)
+				}
+				if info, err := b.Info("n").Do(ctx); err != nil || info.Held {
+					t.Fatalf("info after the last release: %+v %v", info, err)
 				}
 				// A re-entry of a hold that is gone is lost, not a new hold.
 				oa.Token = a2.Token
