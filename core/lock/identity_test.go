@@ -79,11 +79,11 @@ func TestSessionStaleHoldOfTheOwnerIsNotAReentry(t *testing.T) {
 				p.mustRelease(h, 0)
 
 				const stale = 1500 * time.Millisecond
+				start := time.Now() // the planted lease ends no earlier than stale after this
 				plant(t, b, "stale", ownerA, mode, old, 1, stale)
 				if r := wait(t, p.start(l, ownerA, TryOnce), "a try while the stale hold lasts"); !errors.Is(r.err, ErrTimeout) {
-					t.Fatalf("try while a stale hold of the owner lasts: hold %v, err %v; want ErrTimeout (not a re-entry)", r.h, r.err)
+					t.Fatalf("try while a stale hold of the owner lasts: granted %v, err %v; want ErrTimeout (not a re-entry)", r.h != nil, r.err)
 				}
-				start := time.Now()
 				h = p.mustAcquire(l, ownerA, 10*time.Second)
 				if h.Count() != 1 || h.Token() <= old {
 					t.Fatalf("acquire after the stale hold: count %d token %d; want a new hold (count 1, token > %d)", h.Count(), h.Token(), old)
@@ -153,7 +153,7 @@ func TestSessionReentryOfAReplacedHoldIsLost(t *testing.T) {
 				plant(t, b, "replaced", ownerA, mode, h.Token()-1, 1, time.Minute)
 				r := wait(t, p.start(l, ownerA, WaitForever), "re-entry")
 				if !errors.Is(r.err, ErrLost) {
-					t.Fatalf("re-entry of a replaced hold: hold %v (count %d), err %v; want ErrLost", r.h, h.Count(), r.err)
+					t.Fatalf("re-entry of a replaced hold: granted %v (count %d), err %v; want ErrLost", r.h != nil, h.Count(), r.err)
 				}
 				var lost bool
 				p.loop.do(func() { lost = l.Lost(h.Owner()) })
