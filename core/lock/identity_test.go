@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
 // A hold is its grant: the backend's record of an owner's hold counts as
@@ -244,5 +246,39 @@ func TestBackendsNameHoldsByToken(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A frozen Redis runs, when it resumes, an acquire the client gave up on
+// and the task's next acquire, in either order (they may travel on two
+// connections). Whichever is granted first, the other is not a re-entry of
+// it: the task ends with one hold of its own, at count 1, which its one
+// release ends, and the grant nobody saw is released by its token. (This
+// passes on a1f81ab too, where the late release of one level happened to
+// even the count out; the write-back tests above are the regressions.)
+func TestSessionGrantAfterAFreezeIsNotAReentry(t *testing.T) {
+	srv := testredis.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 20 * time.Second, WriteTimeout: 20 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	b, _ := newRedisBackend(t, c)
+	p := newProc(t, b, nil)
+	l := p.lock(Spec{Name: "late", Mode: Exclusive, Scope: Distributed})
+	p.mustRelease(p.mustAcquire(l, ownerA, WaitForever), 0) // scripts loaded, connection up
+	thaw := freeze(t, srv)
+	if r := wait(t, p.start(l, ownerA, 300*time.Millisecond), "acquire while Redis hangs"); !errors.Is(r.err, ErrStalled) {
+		t.Fatalf("acquire while Redis hangs: %v; want ErrStalled", r.err)
+	}
+	next := p.start(l, ownerA, 10*time.Second) // sent while Redis still hangs
+	thaw()
+	r := wait(t, next, "the acquire after the freeze")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.h.Count() != 1 {
+		t.Fatalf("the acquire after the freeze holds count %d; want 1 (the unseen grant is not its level)", r.h.Count())
+	}
+	p.mustRelease(r.h, 0)
+	if info, held, err := inf(t.Context(), b, "late"); err != nil || held {
+		t.Fatalf("after the release: %+v, held %v, %v; want free", info, held, err)
 	}
 }
