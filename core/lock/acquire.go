@@ -39,8 +39,10 @@ const spinTries = 64
 //
 // Errors (done's): ErrTimeout (the timeout passed, or MaxRetries attempts
 // failed), ErrStalled (the timeout passed with an attempt unanswered),
-// ErrReentry, ErrUpgrade, ErrClosed (see Session.CancelWaits), ErrInvalid,
-// and backend errors naming the operation and lock.
+// ErrLost (a re-entry of owner's hold, which is lost — known before, or
+// found gone by the backend: the hold is marked lost), ErrReentry,
+// ErrUpgrade, ErrClosed (see Session.CancelWaits), ErrInvalid, and backend
+// errors naming the operation and lock.
 //
 // cancel gives up the wait as if the timeout passed (done gets ErrTimeout
 // unless it was already called); it is idempotent.
