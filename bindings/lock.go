@@ -308,6 +308,9 @@ func (b *lockBinding) start(L *lua.LState, lo *lockObj, a args, timeout time.Dur
 					return result(true, ""), nil
 				case errors.Is(err, lock.ErrTimeout):
 					return result(false, "timeout"), nil
+				case errors.Is(err, lock.ErrLost):
+					// A re-entry of this task's hold, which is lost.
+					return result(false, "lost"), nil
 				}
 				return nil, lockError(lo, err)
 			})
@@ -338,8 +341,9 @@ func lockError(lo *lockObj, err error) error {
 	return err
 }
 
-// l:acquire([timeout_ms]) -> true | false, "timeout". Waits (the task
-// yields) until granted; acquire(0) makes one attempt.
+// l:acquire([timeout_ms]) -> true | false, "timeout" | "lost" (a re-entry
+// of this task's hold, which is lost). Waits (the task yields) until
+// granted; acquire(0) makes one attempt.
 func (b *lockBinding) acquire(L *lua.LState, lo *lockObj, a args) int {
 	return b.start(L, lo, a, acquireTimeout(a, lo, 2), resultPair)
 }
@@ -561,7 +565,7 @@ func (b *lockBinding) lost1(lo *lockObj, h *lock.Hold) {
 
 // ---- shield.lock()
 
-// lock:acquire(name [, opts]) -> handle | nil, "timeout": waits up to
+// lock:acquire(name [, opts]) -> handle | nil, "timeout" | "lost": waits up to
 // opts.wait (0 = forever). lock:try_acquire(name [, opts]) -> handle | nil.
 func (b *lockBinding) mgr(L *lua.LState, fn string) int {
 	a := argsOf(L, lockManagerType, fn)

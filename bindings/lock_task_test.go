@@ -15,6 +15,7 @@ import (
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/lock"
 	"github.com/shieldrt/shieldglobal/core/lock/local"
+	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -296,4 +297,70 @@ func TestLockCallsWhereATaskCannotYield(t *testing.T) {
 	if st := locks.Stats(); st.Holds != 0 || st.Waiting != 0 {
 		t.Fatalf("stats %+v", st)
 	}
+}
+
+// Issue 18, defect 2, from Lua: a hold of the task brought back into Redis
+// after its release (a failover rolled the hash back) is not a re-entry —
+// release() returning true means the task no longer holds the lock — and a
+// re-entry of a hold Redis replaced is "lost".
+func TestLuaReleaseTrueMeansNotHeldAfterAHashWrittenBack(t *testing.T) {
+	c := testredis.Standalone(t)
+	prefix := testredis.Prefix(t)
+	locks := &Locks{Local: local.NewManager(nil), Dist: lock.NewRedis(c, prefix, nil), Config: config.Default().Lock}
+	rt, _ := lockRuntime(t, locks)
+	key := store.Keys{Prefix: prefix}.Lock("wb")
+	if err := rt.Do(func(L *lua.LState) error {
+		// write_back(token, count): the hash of the task's hold as a
+		// replica had it (the owner as Redis had it at owner_seen()).
+		var owner string
+		L.SetGlobal("owner_seen", L.NewFunction(func(L *lua.LState) int {
+			var err error
+			if owner, err = c.HGet(context.Background(), key, "owner").Result(); err != nil {
+				L.RaiseError("%v", err)
+			}
+			return 0
+		}))
+		L.SetGlobal("write_back", L.NewFunction(func(L *lua.LState) int {
+			ctx := context.Background()
+			err := c.HSet(ctx, key, "owner", owner, "count", L.CheckInt(2), "token", int64(L.CheckNumber(1)), "acquired_at", 1).Err()
+			if err == nil {
+				err = c.PExpire(ctx, key, 800*time.Millisecond).Err()
+			}
+			if err != nil {
+				L.RaiseError("%v", err)
+			}
+			return 0
+		}))
+		L.SetGlobal("held", L.NewFunction(func(L *lua.LState) int {
+			n, err := c.Exists(context.Background(), key).Result()
+			if err != nil {
+				L.RaiseError("%v", err)
+			}
+			L.Push(lua.LBool(n == 1))
+			return 1
+		}))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, rt, `
+		local l = shield.distributed_mutex("wb", { ttl = 30000 })
+		assert(l:acquire())
+		owner_seen()
+		local old = l:token()
+		assert(l:release())
+		write_back(old, 1)
+		assert(l:try_acquire() == false, "a hold written back after the release was taken as a re-entry")
+		assert(l:acquire(5000))
+		assert(l:token() > old)
+		assert(l:release())
+		assert(not held(), "release() returned true and the lock is still held")
+
+		assert(l:acquire())
+		write_back(l:token() - 1, 1)
+		local ok, why = l:acquire()
+		assert(ok == false and why == "lost", "re-entry of a replaced hold: " .. tostring(ok) .. " " .. tostring(why))
+		assert(l:lost())
+		ok, why = l:release()
+		assert(ok == false and why == "lost", "release: " .. tostring(ok) .. " " .. tostring(why))`)
 }

@@ -39,8 +39,10 @@ const spinTries = 64
 //
 // Errors (done's): ErrTimeout (the timeout passed, or MaxRetries attempts
 // failed), ErrStalled (the timeout passed with an attempt unanswered),
-// ErrReentry, ErrUpgrade, ErrClosed (see Session.CancelWaits), ErrInvalid,
-// and backend errors naming the operation and lock.
+// ErrLost (a re-entry of owner's hold, which is lost — known before, or
+// found gone by the backend: the hold is marked lost), ErrReentry,
+// ErrUpgrade, ErrClosed (see Session.CancelWaits), ErrInvalid, and backend
+// errors naming the operation and lock.
 //
 // cancel gives up the wait as if the timeout passed (done gets ErrTimeout
 // unless it was already called); it is idempotent.
@@ -48,11 +50,21 @@ func (l *Lock) Acquire(owner Owner, timeout time.Duration, done func(*Hold, erro
 	s := l.s
 	ownerS := owner.String()
 	key := l.key(ownerS)
-	if h := s.holds[key]; h != nil && !h.released && !l.set.Reentrant {
-		done(nil, opErr("acquire", l.name, ErrReentry))
-		return func() {}
+	var token int64
+	if h := s.holds[key]; h != nil && !h.released {
+		if !l.set.Reentrant {
+			done(nil, opErr("acquire", l.name, ErrReentry))
+			return func() {}
+		}
+		if h.Lost() {
+			// A re-entry of a lost hold is lost too: the caller's critical
+			// section is not protected, and a new hold would hide that.
+			done(nil, opErr("acquire", l.name, ErrLost))
+			return func() {}
+		}
+		token = h.token
 	}
-	w := &waiter{l: l, s: s, key: key, owner: owner, done: done, timeout: timeout,
+	w := &waiter{l: l, s: s, key: key, owner: owner, done: done, timeout: timeout, token: token,
 		once: timeout == TryOnce || l.set.MaxRetries == 1}
 	if timeout > 0 {
 		w.deadline = s.svc.clock.Now().Add(timeout)
@@ -79,6 +91,7 @@ type waiter struct {
 	timeout  time.Duration
 	deadline time.Time
 	once     bool
+	token    int64 // the token of the hold a re-entry re-enters; 0: a new hold
 
 	attempts   int
 	finished   bool      // done was called
@@ -262,7 +275,7 @@ func (w *waiter) send(counts bool) {
 	}
 	w.woken = false
 	l := w.l
-	o := Options{TTL: l.set.TTL, Reentrant: l.set.Reentrant, Fair: l.set.Fair, Waiting: w.willRetry(), WaiterTTL: w.waiterTTL()}
+	o := Options{TTL: l.set.TTL, Reentrant: l.set.Reentrant, Fair: l.set.Fair, Waiting: w.willRetry(), WaiterTTL: w.waiterTTL(), Token: w.token}
 	if o.Waiting && (o.Fair || l.mode == Exclusive) {
 		w.queued = true
 	}
@@ -282,6 +295,13 @@ func (w *waiter) answered(a Attempt, err error) {
 		return
 	}
 	switch {
+	case err != nil && w.token != 0 && isNotHeld(err):
+		// The hold this re-entry belongs to is gone from the backend.
+		if h := w.s.holds[w.key]; h != nil && h.token == w.token {
+			h.markLost(errTakenOver)
+		}
+		w.fail(opErr("acquire", w.l.name, ErrLost))
+		return
 	case err != nil:
 		w.fail(opErr("acquire", w.l.name, err))
 		return
@@ -410,11 +430,17 @@ func (w *waiter) leave() {
 	}
 }
 
-// settleZombie undoes a late answer of an attempt the waiter gave up on.
+// settleZombie undoes a late answer of an attempt the waiter gave up on:
+// a new hold is released, a re-entry's extra level given back (the hold
+// keeps its count).
 func (w *waiter) settleZombie(a Attempt, err error) {
 	w.zombie = false
 	if err == nil && a.Granted {
-		run(w.s.loop, w.l.be.Release(w.l.name, w.key.owner, w.l.mode, false), func(_ int, err error) {
+		keep := 0
+		if h := w.s.holds[w.key]; h != nil && !h.released && h.lost == nil && h.token == a.Token {
+			keep = h.count
+		}
+		run(w.s.loop, w.l.be.Release(w.l.name, w.key.owner, w.l.mode, a.Token, keep), func(_ None, err error) {
 			if err != nil && !isNotHeld(err) {
 				w.s.svc.log.Warn("shield: releasing a lock granted after its acquire gave up failed", "lock", w.l.name, "error", err.Error())
 			}

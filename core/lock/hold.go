@@ -43,15 +43,20 @@ var (
 )
 
 // hold records a grant for key: a new Hold, or a re-entry of owner's live
-// hold (its count goes up). sent is when the attempt was sent (its lease
+// hold (its count goes up by one: the owner counts its levels, whatever
+// count the backend reports). sent is when the attempt was sent (its lease
 // began no earlier; zero: now); gate says the grant holds a level of the
 // local gate.
 func (s *Session) hold(l *Lock, key holdKey, owner Owner, g Grant, sent time.Time, gate bool) *Hold {
 	if sent.IsZero() {
 		sent = s.svc.clock.Now()
 	}
-	if h := s.holds[key]; h != nil && !h.released && h.lost == nil && g.Count > 1 {
-		h.count = g.Count
+	if h := s.holds[key]; h != nil && !h.released && h.lost == nil && g.Count > 1 && (key.scope == InProcess || g.Token == h.token) {
+		if key.scope == InProcess {
+			h.count = g.Count
+		} else {
+			h.count++
+		}
 		if h.ttl > 0 && g.TTL > 0 {
 			h.leaseEnd = sent.Add(g.TTL) // a re-entry resets the lease
 			h.arm()
@@ -205,7 +210,7 @@ func (h *Hold) renew(ttl time.Duration, done func(error)) {
 
 func (h *Hold) extendOp(ttl time.Duration) *store.Op[None] {
 	if h.key.scope == Distributed {
-		return h.lock.be.Extend(h.key.name, h.key.owner, h.key.mode, ttl)
+		return h.lock.be.Extend(h.key.name, h.key.owner, h.key.mode, h.token, ttl)
 	}
 	m, k := h.s.svc.local, h.key
 	return store.Local(func() (None, error) { return None{}, m.Extend(k.name, k.owner, k.mode, ttl) })
@@ -302,10 +307,13 @@ func (h *Hold) AutoExtend(on bool, interval time.Duration) error {
 }
 
 // Release gives up one level of the hold (bsm/redislock's Release) and
-// calls done with the remaining count (0: the hold is over). Errors: ErrLost
-// (the hold was lost; it is over now, and the backend was asked to release
-// it anyway in case the lease was only presumed lost), ErrNotHeld (already
-// released), backend errors (the hold is kept: its state is unknown).
+// calls done with the remaining count (0: the hold is over). The hold
+// counts its levels: its last release ends it in the backend, whatever
+// count the backend has. Errors: ErrLost (the hold was lost — also when
+// the backend has no hold with its token; it is over now, and the backend
+// was asked to release it anyway in case the lease was only presumed lost),
+// ErrNotHeld (already released), backend errors (the hold is kept: its
+// state is unknown).
 func (h *Hold) Release(done func(remaining int, err error)) {
 	if h.released {
 		done(0, opErr("release", h.key.name, ErrNotHeld))
@@ -322,7 +330,8 @@ func (h *Hold) Release(done func(remaining int, err error)) {
 		h.released1(n, err, done)
 		return
 	}
-	run(s.loop, h.lock.be.Release(k.name, k.owner, k.mode, false), func(n int, err error) { h.released1(n, err, done) })
+	keep := h.count - 1
+	run(s.loop, h.lock.be.Release(k.name, k.owner, k.mode, h.token, keep), func(_ None, err error) { h.released1(keep, err, done) })
 }
 
 func (h *Hold) released1(n int, err error, done func(int, error)) {
@@ -359,7 +368,7 @@ func (h *Hold) dropAll() {
 			_, _ = s.releaseLocal(k.name, k.owner, k.mode, true)
 		}
 	} else {
-		run(s.loop, h.lock.be.Release(k.name, k.owner, k.mode, true), func(_ int, err error) {
+		run(s.loop, h.lock.be.Release(k.name, k.owner, k.mode, h.token, 0), func(_ None, err error) {
 			if err != nil && !isNotHeld(err) {
 				s.svc.log.Warn("shield: releasing a lock failed; it frees itself when its lease runs out",
 					"lock", k.name, "owner", k.owner, "error", opErr("release", k.name, err).Error())

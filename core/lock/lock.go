@@ -28,8 +28,9 @@
 // reader never blocks writers beyond its TTL while other readers keep
 // renewing theirs.
 //
-// With Options.Reentrant an owner may take the hold it already has again; a
-// count tracks re-entries and Release counts down. A writer may also take a
+// With Options.Reentrant an owner may take the hold it already has again
+// (naming it by its token, see Hold identity); a count tracks re-entries
+// and Release counts down. A writer may also take a
 // shared hold on its own lock (downgrade: release the write hold afterwards
 // and keep reading); the reverse, a reader asking for the write hold, is
 // refused with ErrUpgrade because two upgrading readers would wait for each
@@ -41,7 +42,24 @@
 // its lease ended; a resource that remembers the highest token it has seen
 // and rejects lower ones can. Tokens survive releases and expiry (the
 // counter is never expired) and are shared by the exclusive and shared
-// sides of a name.
+// sides of a name. A token is max(counter + 1, now_ms × TokensPerMs) with
+// the backend's clock, stored back to the counter: a backend that lost its
+// counter (an empty restart, a failover to a replica that had not received
+// the last grants) still issues tokens above every earlier one while its
+// clock is ahead of the lost grants (see TokensPerMs).
+//
+// # Hold identity
+//
+// The token is also the identity of a hold: re-entry (Options.Token),
+// Extend and Release name the hold they belong to by its token, so a hold
+// the backend has for the same owner but another token — a hash rolled
+// back by a failover to an earlier hold of that owner, a grant executed
+// after its acquire gave up — is never mistaken for the caller's: it is
+// refused like another owner's hold to a caller that holds nothing, and a
+// re-entry, Extend or Release of a hold the backend no longer has fails
+// with ErrNotHeld (the caller's hold is lost). Release says how many levels
+// the caller keeps (0 ends the hold), so a re-entry count the backend got
+// wrong cannot keep a released lock alive.
 //
 // # Waiting writers and fairness
 //
@@ -173,7 +191,19 @@ type Options struct {
 	// without retrying; it must exceed the caller's longest wait between
 	// attempts. Zero means DefaultWaiterTTL(0) = 1s.
 	WaiterTTL time.Duration
+	// Token is the token of the hold the caller already has in this mode
+	// (a re-entry), 0 when it holds none. A re-entry is granted only while
+	// the backend has that very hold (else ErrNotHeld: it is lost); a
+	// caller that holds none is refused while the backend has a hold of the
+	// same owner (a stale one: it lapses with its lease).
+	Token int64
 }
+
+// TokensPerMs is the number of fencing tokens a lock name may take per
+// millisecond of the backend's clock before its counter runs ahead of the
+// clock: the part of a token below the clock is now_ms × TokensPerMs. At
+// most 2^53 (Lua numbers) is reached in the year 2248.
+const TokensPerMs = 1024
 
 // DefaultWaiterTTL is the WaiterTTL of a caller retrying at least every
 // retry: 3 × retry, at least 1s.
@@ -184,8 +214,9 @@ func DefaultWaiterTTL(retry time.Duration) time.Duration {
 // Grant describes a hold obtained by an attempt.
 type Grant struct {
 	// Token is the fencing token of the hold: strictly greater than the
-	// token of every earlier grant of this lock name (re-entries keep the
-	// token of the hold they re-enter).
+	// token of every earlier grant of this lock name by this backend
+	// (re-entries keep the token of the hold they re-enter; see the
+	// package doc for a backend that lost its counter).
 	Token int64
 	// Count is the re-entry count after this acquire (1 for a new hold).
 	Count int
@@ -255,20 +286,23 @@ type None = struct{}
 // Errors other than the sentinels come from the backend (I/O, a done
 // context). Invalid arguments fail the operation before any I/O.
 type Backend interface {
-	// TryAcquire makes one atomic attempt to take name in mode for owner.
-	// Errors: ErrUpgrade, ErrInvalid, backend errors.
+	// TryAcquire makes one atomic attempt to take name in mode for owner
+	// (a re-entry of the hold o.Token names, when it is not 0). Errors:
+	// ErrNotHeld (o.Token names a hold the backend no longer has: it is
+	// lost), ErrUpgrade, ErrInvalid, backend errors.
 	TryAcquire(name, owner string, mode Mode, o Options) *store.Op[Attempt]
-	// Release gives up one level of owner's hold in mode (all levels with
-	// all) and returns the remaining re-entry count. At 0 the hold is
-	// deleted and, when that frees the lock for others (the exclusive hold,
-	// or the last shared hold), waiters are notified in the same atomic
-	// step. Errors: ErrNotHeld (the lock and other holds are left
-	// untouched), ErrInvalid, backend errors.
-	Release(name, owner string, mode Mode, all bool) *store.Op[int]
-	// Extend resets the lease of owner's hold in mode to ttl from now, only
-	// if owner still holds it. Errors: ErrNotHeld, ErrInvalid (also for
-	// ttl <= 0), backend errors.
-	Extend(name, owner string, mode Mode, ttl time.Duration) *store.Op[None]
+	// Release gives up levels of owner's hold in mode whose token is token:
+	// keep is the re-entry count the owner still holds afterwards (0 ends
+	// the hold). At 0 the hold is deleted and, when that frees the lock for
+	// others (the exclusive hold, or the last shared hold), waiters are
+	// notified in the same atomic step. Errors: ErrNotHeld (owner has no
+	// hold with that token; the lock and other holds are left untouched),
+	// ErrInvalid (also for keep < 0), backend errors.
+	Release(name, owner string, mode Mode, token int64, keep int) *store.Op[None]
+	// Extend resets the lease of owner's hold in mode whose token is token
+	// to ttl from now, only if owner still holds it. Errors: ErrNotHeld,
+	// ErrInvalid (also for ttl <= 0), backend errors.
+	Extend(name, owner string, mode Mode, token int64, ttl time.Duration) *store.Op[None]
 	// Info returns the state of name. Errors: ErrInvalid, backend errors.
 	Info(name string) *store.Op[Info]
 	// LeaveQueue removes owner's waiter entries of name: its place in the
@@ -325,6 +359,17 @@ func checkArgs(op, name, owner string, mode Mode) error {
 	}
 	if mode != Exclusive && mode != Shared {
 		return invalid(op, name, "unknown "+mode.String())
+	}
+	return nil
+}
+
+// checkRelease validates Release's arguments.
+func checkRelease(op, name, owner string, mode Mode, keep int) error {
+	if err := checkArgs(op, name, owner, mode); err != nil {
+		return err
+	}
+	if keep < 0 {
+		return invalid(op, name, fmt.Sprintf("keep %d must be >= 0", keep))
 	}
 	return nil
 }

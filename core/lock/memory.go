@@ -258,7 +258,7 @@ func (m *Memory) attempt(l *memLock, name, owner string, mode Mode, o Options, n
 
 	holder := l.owner
 	if mode == Exclusive {
-		if holder == owner {
+		if holder == owner && l.token == o.Token {
 			if !o.Reentrant {
 				return stRefused, Grant{}, pttl()
 			}
@@ -266,8 +266,11 @@ func (m *Memory) attempt(l *memLock, name, owner string, mode Mode, o Options, n
 			l.exp = now + ttl
 			return grant(l.token, l.count, l.acquired)
 		}
+		if o.Token != 0 {
+			return stNotHeld, Grant{}, 0 // the re-entry's hold is gone
+		}
 		if holder != "" {
-			return refuse(pttl())
+			return refuse(pttl()) // another owner's, or a stale hold of owner
 		}
 		if _, ok := l.readers[owner]; ok {
 			return stUpgrade, Grant{}, 0
@@ -276,13 +279,20 @@ func (m *Memory) attempt(l *memLock, name, owner string, mode Mode, o Options, n
 			return refuse(l.readersLeft(now))
 		}
 	} else {
-		if h, ok := l.readers[owner]; ok {
+		h, ok := l.readers[owner]
+		if ok && h.token == o.Token {
 			if !o.Reentrant {
 				return stRefused, Grant{}, max(h.exp-now, 1)
 			}
 			h.count++
 			h.exp = now + ttl
 			return grant(h.token, h.count, h.acquired)
+		}
+		if o.Token != 0 {
+			return stNotHeld, Grant{}, 0
+		}
+		if ok {
+			return refuse(max(h.exp-now, 1)) // a stale shared hold of owner
 		}
 		if holder != "" && holder != owner {
 			return refuse(pttl())
@@ -307,8 +317,8 @@ func (m *Memory) attempt(l *memLock, name, owner string, mode Mode, o Options, n
 		delete(l.writers, owner)
 	}
 
-	m.tokens[name]++
-	token := m.tokens[name]
+	token := max(m.tokens[name]+1, now*TokensPerMs)
+	m.tokens[name] = token
 	if mode == Exclusive {
 		l.owner, l.count, l.token, l.acquired, l.exp = owner, 1, token, now, now+ttl
 	} else {
@@ -317,63 +327,56 @@ func (m *Memory) attempt(l *memLock, name, owner string, mode Mode, o Options, n
 	return grant(token, 1, now)
 }
 
-// Release gives up one level of owner's hold (every level with all),
-// exactly as scripts/release_exclusive.lua and release_shared.lua do. Errors: ErrNotHeld, ErrInvalid.
-func (m *Memory) Release(name, owner string, mode Mode, all bool) *store.Op[int] {
-	if err := checkArgs("release", name, owner, mode); err != nil {
-		return store.Failed[int](err)
+// Release gives up levels of owner's hold with token down to keep,
+// exactly as scripts/release_exclusive.lua and release_shared.lua do.
+// Errors: ErrNotHeld, ErrInvalid.
+func (m *Memory) Release(name, owner string, mode Mode, token int64, keep int) *store.Op[None] {
+	if err := checkRelease("release", name, owner, mode, keep); err != nil {
+		return store.Failed[None](err)
 	}
-	return store.Local(func() (int, error) { return m.release(name, owner, mode, all) })
+	return store.Local(func() (None, error) { return None{}, m.release(name, owner, mode, token, keep) })
 }
 
-func (m *Memory) release(name, owner string, mode Mode, all bool) (int, error) {
+func (m *Memory) release(name, owner string, mode Mode, token int64, keep int) error {
 	const op = "release"
 	m.mu.Lock()
 	l := m.state(name, m.nowMs())
-	remaining, wake, code := -1, false, int64(stGranted)
+	wake, code := false, int64(stGranted)
 	if mode == Exclusive {
-		if l.owner != owner {
+		switch {
+		case l.owner != owner || l.token != token:
 			code = stNotHeld
-		} else {
-			l.count--
-			if all {
-				l.count = 0
-			}
-			remaining = l.count
-			if l.count == 0 {
-				l.owner = ""
-				wake = true
-			}
+		case keep > 0:
+			l.count = keep
+		default:
+			l.owner = ""
+			wake = true
 		}
 	} else {
-		if h, ok := l.readers[owner]; !ok {
+		switch h, ok := l.readers[owner]; {
+		case !ok || h.token != token:
 			code = stNotHeld
-		} else {
-			h.count--
-			if all {
-				h.count = 0
-			}
-			remaining = h.count
-			if h.count == 0 {
-				delete(l.readers, owner)
-				wake = len(l.readers) == 0
-			}
+		case keep > 0:
+			h.count = keep
+		default:
+			delete(l.readers, owner)
+			wake = len(l.readers) == 0
 		}
 	}
 	m.gc(name, l)
 	m.mu.Unlock()
 	if code != stGranted {
-		return 0, statusErr(op, name, code)
+		return statusErr(op, name, code)
 	}
 	if wake {
 		m.notify(name)
 	}
-	return remaining, nil
+	return nil
 }
 
 // Extend resets owner's lease to ttl, exactly as scripts/extend.lua does.
 // Errors: ErrNotHeld, ErrInvalid.
-func (m *Memory) Extend(name, owner string, mode Mode, ttl time.Duration) *store.Op[None] {
+func (m *Memory) Extend(name, owner string, mode Mode, token int64, ttl time.Duration) *store.Op[None] {
 	const op = "extend"
 	if err := checkArgs(op, name, owner, mode); err != nil {
 		return store.Failed[None](err)
@@ -381,10 +384,10 @@ func (m *Memory) Extend(name, owner string, mode Mode, ttl time.Duration) *store
 	if err := checkTTL(op, name, ttl); err != nil {
 		return store.Failed[None](err)
 	}
-	return store.Local(func() (None, error) { return None{}, m.extend(name, owner, mode, ttl) })
+	return store.Local(func() (None, error) { return None{}, m.extend(name, owner, mode, token, ttl) })
 }
 
-func (m *Memory) extend(name, owner string, mode Mode, ttl time.Duration) error {
+func (m *Memory) extend(name, owner string, mode Mode, token int64, ttl time.Duration) error {
 	const op = "extend"
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -392,14 +395,14 @@ func (m *Memory) extend(name, owner string, mode Mode, ttl time.Duration) error 
 	l := m.state(name, now)
 	defer m.gc(name, l)
 	if mode == Exclusive {
-		if l.owner != owner {
+		if l.owner != owner || l.token != token {
 			return statusErr(op, name, stNotHeld)
 		}
 		l.exp = now + ttlMillis(ttl)
 		return nil
 	}
 	h, ok := l.readers[owner]
-	if !ok {
+	if !ok || h.token != token {
 		return statusErr(op, name, stNotHeld)
 	}
 	h.exp = now + ttlMillis(ttl)

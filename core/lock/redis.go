@@ -167,8 +167,8 @@ func checkLayout(k store.Keys) error {
 // Script arguments that are the same for every call, boxed once (an
 // argument is an `any`: boxing a string per call allocates).
 var (
-	argExcl, argShrd  any = modeExclArg, modeShrdArg
-	argTrue, argFalse any = "1", "0"
+	argExcl, argShrd any = modeExclArg, modeShrdArg
+	argZero          any = "0"
 )
 
 func modeArg(m Mode) any {
@@ -213,15 +213,17 @@ func acquireFlags(mode Mode, o Options) any {
 	return acquireFlagArgs[i]
 }
 
-func boolArg(b bool) any {
-	if b {
-		return argTrue
+// tokenArg is a token as a script argument; "0" (no hold), the common
+// case, is boxed once.
+func tokenArg(token int64) any {
+	if token == 0 {
+		return argZero
 	}
-	return argFalse
+	return token
 }
 
-// TryAcquire runs scripts/acquire.lua. Errors: ErrUpgrade, ErrInvalid, the
-// Redis error.
+// TryAcquire runs scripts/acquire.lua. Errors: ErrNotHeld, ErrUpgrade,
+// ErrInvalid, the Redis error.
 func (r *Redis) TryAcquire(name, owner string, mode Mode, o Options) *store.Op[Attempt] {
 	const op = "acquire"
 	if err := checkArgs(op, name, owner, mode); err != nil {
@@ -234,7 +236,7 @@ func (r *Redis) TryAcquire(name, owner string, mode Mode, o Options) *store.Op[A
 	if err != nil {
 		return store.Failed[Attempt](err)
 	}
-	cmd := acquireScript.CmdBoxed(keys, owner, acquireFlags(mode, o), ttlMillis(o.TTL), waiterTTL(o), channel)
+	cmd := acquireScript.CmdBoxed(keys, owner, acquireFlags(mode, o), ttlMillis(o.TTL), waiterTTL(o), channel, tokenArg(o.Token))
 	return store.Commands(r.c, func() (Attempt, error) {
 		rep := store.ReadReply("lock: "+op, cmd.Cmd)
 		switch status := rep.Int(); {
@@ -261,40 +263,47 @@ func (r *Redis) TryAcquire(name, owner string, mode Mode, o Options) *store.Op[A
 	}, cmd)
 }
 
-// Release runs scripts/release_exclusive.lua or release_shared.lua. Errors: ErrNotHeld, ErrInvalid, the
-// Redis error.
-func (r *Redis) Release(name, owner string, mode Mode, all bool) *store.Op[int] {
+// Release runs scripts/release_exclusive.lua or release_shared.lua.
+// Errors: ErrNotHeld, ErrInvalid, the Redis error.
+func (r *Redis) Release(name, owner string, mode Mode, token int64, keep int) *store.Op[None] {
 	const op = "release"
-	if err := checkArgs(op, name, owner, mode); err != nil {
-		return store.Failed[int](err)
+	if err := checkRelease(op, name, owner, mode, keep); err != nil {
+		return store.Failed[None](err)
 	}
 	keys, channel, err := r.lockKeys(op, name)
 	if err != nil {
-		return store.Failed[int](err)
+		return store.Failed[None](err)
+	}
+	keepArg := argZero
+	if keep > 0 {
+		keepArg = keep
 	}
 	var cmd *store.ScriptCmd
 	if mode == Exclusive {
-		cmd = releaseExclScript.CmdBoxed(keys[:1], owner, channel, boolArg(all))
+		cmd = releaseExclScript.CmdBoxed(keys[:1], owner, channel, keepArg, token)
 	} else {
-		cmd = releaseShrdScript.CmdBoxed(keys, owner, channel, boolArg(all))
+		cmd = releaseShrdScript.CmdBoxed(keys, owner, channel, keepArg, token)
 	}
-	return store.Commands(r.c, func() (int, error) {
-		rep := store.ReadReply("lock: "+op, cmd.Cmd)
-		status := rep.Int()
-		if status == stGranted {
-			n := rep.Int()
-			return int(n), rep.End()
-		}
-		if err := rep.End(); err != nil {
-			return 0, err
-		}
-		return 0, statusErr(op, name, status)
-	}, cmd)
+	return store.Commands(r.c, func() (None, error) { return statusReply(op, name, cmd.Cmd) }, cmd)
+}
+
+// statusReply reads a {status} reply: nil for stGranted, else the status's
+// error.
+func statusReply(op, name string, cmd *redis.Cmd) (None, error) {
+	rep := store.ReadReply("lock: "+op, cmd)
+	status := rep.Int()
+	if err := rep.End(); err != nil {
+		return None{}, err
+	}
+	if status == stGranted {
+		return None{}, nil
+	}
+	return None{}, statusErr(op, name, status)
 }
 
 // Extend runs scripts/extend.lua. Errors: ErrNotHeld, ErrInvalid, the Redis
 // error.
-func (r *Redis) Extend(name, owner string, mode Mode, ttl time.Duration) *store.Op[None] {
+func (r *Redis) Extend(name, owner string, mode Mode, token int64, ttl time.Duration) *store.Op[None] {
 	const op = "extend"
 	if err := checkArgs(op, name, owner, mode); err != nil {
 		return store.Failed[None](err)
@@ -306,18 +315,8 @@ func (r *Redis) Extend(name, owner string, mode Mode, ttl time.Duration) *store.
 	if err != nil {
 		return store.Failed[None](err)
 	}
-	cmd := extendScript.CmdBoxed(keys, owner, modeArg(mode), ttlMillis(ttl))
-	return store.Commands(r.c, func() (None, error) {
-		rep := store.ReadReply("lock: "+op, cmd.Cmd)
-		status := rep.Int()
-		if err := rep.End(); err != nil {
-			return None{}, err
-		}
-		if status == stGranted {
-			return None{}, nil
-		}
-		return None{}, statusErr(op, name, status)
-	}, cmd)
+	cmd := extendScript.CmdBoxed(keys, owner, modeArg(mode), ttlMillis(ttl), token)
+	return store.Commands(r.c, func() (None, error) { return statusReply(op, name, cmd.Cmd) }, cmd)
 }
 
 // Info runs scripts/info.lua (read-only). Errors: ErrInvalid, the Redis

@@ -22,18 +22,80 @@ import (
 // paused past its validity can still act after another owner obtained the
 // lock. Its fencing tokens are per node (Grant.Token is the highest token of
 // the nodes that granted), so they are NOT guaranteed to increase from one
-// grant to the next when the granting quorums differ: a resource that needs
-// fencing must use a single Redis backend (whose tokens are strict), not
-// Redlock.
+// grant to the next when the granting quorums differ (the nodes' clocks
+// make them roughly increase): a resource that needs fencing must use a
+// single Redis backend, not Redlock.
 //
 // Supported: Exclusive mode only (Shared fails with ErrInvalid), Reentrant,
 // not Fair (ErrInvalid: each node's queue would elect its own head). Its
 // operations are work (store.Work): each waits for every node, which it asks
 // concurrently.
+//
+// Hold identity: a hold is named by its Grant.Token like on every backend;
+// Redlock remembers, per name and owner, the token each node gave that hold
+// and names the hold to each node by its own token. A node whose grant was
+// never seen (it failed or answered too late to be remembered) keeps it
+// until its lease ends.
 type Redlock struct {
 	nodes  []Backend
 	quorum int
 	err    error // configuration error, returned by every operation
+
+	mu   sync.Mutex
+	held map[redlockKey]*redlockHold
+}
+
+type redlockKey struct{ name, owner string }
+
+// redlockHold is a hold's token and the tokens of the nodes that hold it
+// (0: that node does not).
+type redlockHold struct {
+	token int64
+	nodes []int64
+}
+
+// nodeTokens returns a copy of the node tokens of owner's hold token of
+// name, or nil when no such hold is remembered.
+func (r *Redlock) nodeTokens(name, owner string, token int64) []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h := r.held[redlockKey{name, owner}]; h != nil && h.token == token {
+		return slices.Clone(h.nodes)
+	}
+	return nil
+}
+
+// remember records the node tokens of owner's hold token of name.
+func (r *Redlock) remember(name, owner string, token int64, nodes []int64) {
+	r.mu.Lock()
+	r.held[redlockKey{name, owner}] = &redlockHold{token: token, nodes: nodes}
+	r.mu.Unlock()
+}
+
+// forget drops owner's hold token of name.
+func (r *Redlock) forget(name, owner string, token int64) {
+	r.mu.Lock()
+	if k := (redlockKey{name, owner}); r.held[k] != nil && r.held[k].token == token {
+		delete(r.held, k)
+	}
+	r.mu.Unlock()
+}
+
+// lateGrant records a grant of node i that came after the attempt
+// succeeded, or releases it when its hold is no longer remembered.
+func (r *Redlock) lateGrant(name, owner string, token int64, i int, a Attempt) {
+	r.mu.Lock()
+	h := r.held[redlockKey{name, owner}]
+	ok := h != nil && h.token == token
+	if ok {
+		h.nodes[i] = a.Token
+	}
+	r.mu.Unlock()
+	if !ok {
+		ctx, cancel := context.WithTimeout(context.Background(), max(a.TTL, time.Second))
+		defer cancel()
+		_, _ = r.nodes[i].Release(name, owner, Exclusive, a.Token, a.Count-1).Do(ctx)
+	}
 }
 
 var _ Backend = (*Redlock)(nil)
@@ -51,7 +113,7 @@ const (
 // configuration does not fail here: every operation then returns an error
 // wrapping ErrInvalid.
 func NewRedlock(backends []Backend, quorum int) Backend {
-	r := &Redlock{nodes: slices.Clone(backends), quorum: quorum}
+	r := &Redlock{nodes: slices.Clone(backends), quorum: quorum, held: map[redlockKey]*redlockHold{}}
 	n := len(backends)
 	switch {
 	case n == 0:
@@ -91,13 +153,14 @@ func (r *Redlock) check(op, name string, mode Mode) error {
 // as soon as quorum nodes granted while validity = TTL − elapsed − drift is
 // still positive (a slow or dead node is not awaited then); Grant.TTL is
 // that validity, Grant.Token the highest token of those nodes, Grant.Count
-// the highest count, Grant.AcquiredAt the earliest.
-// Otherwise every node that granted or failed (an error may hide a grant)
-// is released, and the attempt is refused: RetryIn is the longest RetryIn of
-// the nodes that refused. Errors: ErrInvalid (bad configuration, Shared,
-// Fair), ErrUpgrade when a node refuses with it; when too many nodes fail
-// for a quorum to be possible even once the lock is free, the joined node
-// errors.
+// the highest count, Grant.AcquiredAt the earliest (a re-entry: the
+// token of the hold). A re-entry asks each node with that node's token of
+// the hold. Otherwise the levels granted are given back, and the attempt is
+// refused: RetryIn is the longest RetryIn of the nodes that refused.
+// Errors: ErrInvalid (bad configuration, Shared, Fair), ErrUpgrade when a
+// node refuses with it, ErrNotHeld when o.Token names a hold not remembered
+// or too many nodes lost it for a quorum; when too many nodes fail for a
+// quorum to be possible even once the lock is free, the joined node errors.
 func (r *Redlock) TryAcquire(name, owner string, mode Mode, o Options) *store.Op[Attempt] {
 	const op = "acquire"
 	if err := r.check(op, name, mode); err != nil {
@@ -119,28 +182,38 @@ func (r *Redlock) tryAcquire(ctx context.Context, name, owner string, mode Mode,
 		a   Attempt
 		err error
 	}
+	tokens := make([]int64, len(r.nodes))
+	if o.Token != 0 {
+		if tokens = r.nodeTokens(name, owner, o.Token); tokens == nil {
+			return Attempt{}, statusErr(op, name, stNotHeld)
+		}
+	}
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, o.TTL)
 	results := make(chan result, len(r.nodes))
 	for i, b := range r.nodes {
 		go func() {
-			a, err := b.TryAcquire(name, owner, mode, o).Do(actx)
+			oi := o
+			oi.Token = tokens[i]
+			a, err := b.TryAcquire(name, owner, mode, oi).Do(actx)
 			results <- result{i, a, err}
 		}()
 	}
 	drift := time.Duration(float64(o.TTL)*driftFactor) + driftMin
 	res := make([]result, len(r.nodes))
 	var (
-		granted, failed, answered int
-		g                         Grant
-		retryIn                   time.Duration
-		errs                      []error
+		granted, failed, answered, lost int
+		g                               Grant
+		retryIn                         time.Duration
+		errs                            []error
 	)
 	for answered < len(r.nodes) {
 		x := <-results
 		answered++
 		res[x.i] = x
 		switch {
+		case errors.Is(x.err, ErrNotHeld):
+			lost++ // this node lost the hold being re-entered
 		case x.err != nil:
 			if errors.Is(x.err, ErrUpgrade) || errors.Is(x.err, ErrInvalid) {
 				// Deterministic refusals, not node trouble.
@@ -161,26 +234,45 @@ func (r *Redlock) tryAcquire(ctx context.Context, name, owner string, mode Mode,
 		}
 		if validity := o.TTL - time.Since(start) - drift; granted >= r.quorum && validity > 0 {
 			// A quorum holds it: the stragglers need not be awaited (a late
-			// grant of theirs is released with the rest).
-			go func(left int) {
+			// grant of theirs is remembered, or released when the hold is
+			// over by then).
+			if o.Token != 0 {
+				g.Token = o.Token
+			}
+			for i, x := range res {
+				switch {
+				case x.a.Granted:
+					tokens[i] = x.a.Token
+				case errors.Is(x.err, ErrNotHeld):
+					tokens[i] = 0
+				}
+			}
+			r.remember(name, owner, g.Token, tokens)
+			go func(left int, token int64) {
 				for range left {
-					<-results
+					if x := <-results; x.err == nil && x.a.Granted {
+						r.lateGrant(name, owner, token, x.i, x.a)
+					}
 				}
 				cancel()
-			}(len(r.nodes) - answered)
+			}(len(r.nodes)-answered, g.Token)
 			g.TTL = validity
 			return Attempt{Granted: true, Grant: g}, nil
 		}
 	}
-	// Undo: release where we were granted or cannot tell.
+	// Undo: give back the levels granted (a grant an error hid is unknown:
+	// it lapses with its lease).
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), o.TTL)
 	r.each(func(i int, b Backend) {
-		if x := res[i]; x.a.Granted || x.err != nil && !errors.Is(x.err, ErrInvalid) && !errors.Is(x.err, ErrUpgrade) {
-			_, _ = b.Release(name, owner, mode, false).Do(rctx)
+		if x := res[i]; x.a.Granted {
+			_, _ = b.Release(name, owner, mode, x.a.Token, x.a.Count-1).Do(rctx)
 		}
 	})
 	rcancel()
 	cancel()
+	if lost > len(r.nodes)-r.quorum {
+		return Attempt{}, statusErr(op, name, stNotHeld)
+	}
 	for _, err := range errs {
 		if errors.Is(err, ErrUpgrade) || errors.Is(err, ErrInvalid) {
 			return Attempt{}, err
@@ -222,36 +314,53 @@ func (r *Redlock) tally(op, name string, errs []error) (done int, err error) {
 	return done, statusErr(op, name, stNotHeld)
 }
 
-// Release releases on every node. It returns the highest remaining count
-// among the nodes that released. Errors: ErrNotHeld when fewer than quorum
-// nodes held it (the lock was lost or had expired); the joined node errors
-// when failures leave it unknown; ErrInvalid.
-func (r *Redlock) Release(name, owner string, mode Mode, all bool) *store.Op[int] {
+// Release releases on every node that holds the hold. Errors: ErrNotHeld
+// when fewer than quorum nodes held it (the lock was lost or had expired,
+// or the hold is not remembered); the joined node errors when failures
+// leave it unknown; ErrInvalid.
+func (r *Redlock) Release(name, owner string, mode Mode, token int64, keep int) *store.Op[None] {
 	const op = "release"
 	if err := r.check(op, name, mode); err != nil {
-		return store.Failed[int](err)
+		return store.Failed[None](err)
 	}
-	return store.Work(func(ctx context.Context) (int, error) {
-		errs := make([]error, len(r.nodes))
-		rem := make([]int, len(r.nodes))
-		r.each(func(i int, b Backend) { rem[i], errs[i] = b.Release(name, owner, mode, all).Do(ctx) })
-		if _, err := r.tally(op, name, errs); err != nil {
-			return 0, err
+	if err := checkRelease(op, name, owner, mode, keep); err != nil {
+		return store.Failed[None](err)
+	}
+	return store.Work(func(ctx context.Context) (None, error) {
+		tokens := r.nodeTokens(name, owner, token)
+		if tokens == nil {
+			return None{}, statusErr(op, name, stNotHeld)
 		}
-		remaining := 0
-		for i, e := range errs {
-			if e == nil {
-				remaining = max(remaining, rem[i])
-			}
+		errs := r.onHolders(tokens, func(b Backend, t int64) error {
+			_, err := b.Release(name, owner, mode, t, keep).Do(ctx)
+			return err
+		})
+		_, err := r.tally(op, name, errs)
+		if keep == 0 && (err == nil || errors.Is(err, ErrNotHeld)) {
+			r.forget(name, owner, token)
 		}
-		return remaining, nil
+		return None{}, err
 	})
+}
+
+// onHolders runs f on every node with its token of a hold, concurrently;
+// a node without one (token 0) does not hold it: ErrNotHeld.
+func (r *Redlock) onHolders(tokens []int64, f func(b Backend, token int64) error) []error {
+	errs := make([]error, len(r.nodes))
+	r.each(func(i int, b Backend) {
+		if tokens[i] == 0 {
+			errs[i] = ErrNotHeld
+			return
+		}
+		errs[i] = f(b, tokens[i])
+	})
+	return errs
 }
 
 // Extend extends on every node and succeeds when at least quorum nodes
 // still held the lock. Errors: ErrNotHeld when fewer than quorum did; the
 // joined node errors when failures leave it unknown; ErrInvalid.
-func (r *Redlock) Extend(name, owner string, mode Mode, ttl time.Duration) *store.Op[None] {
+func (r *Redlock) Extend(name, owner string, mode Mode, token int64, ttl time.Duration) *store.Op[None] {
 	const op = "extend"
 	if err := r.check(op, name, mode); err != nil {
 		return store.Failed[None](err)
@@ -260,8 +369,14 @@ func (r *Redlock) Extend(name, owner string, mode Mode, ttl time.Duration) *stor
 		return store.Failed[None](err)
 	}
 	return store.Work(func(ctx context.Context) (None, error) {
-		errs := make([]error, len(r.nodes))
-		r.each(func(i int, b Backend) { _, errs[i] = b.Extend(name, owner, mode, ttl).Do(ctx) })
+		tokens := r.nodeTokens(name, owner, token)
+		if tokens == nil {
+			return None{}, statusErr(op, name, stNotHeld)
+		}
+		errs := r.onHolders(tokens, func(b Backend, t int64) error {
+			_, err := b.Extend(name, owner, mode, t, ttl).Do(ctx)
+			return err
+		})
 		_, err := r.tally(op, name, errs)
 		return None{}, err
 	})

@@ -586,7 +586,7 @@ func TestSessionLostHoldFreesTheGate(t *testing.T) {
 	l := p.lock(spec)
 	h := p.mustAcquire(l, ownerA, WaitForever)
 	// The lease vanishes behind the watchdog's back.
-	if _, err := relAll(t.Context(), mem, "gate-lost", ownerA, Exclusive); err != nil {
+	if _, err := mem.Release("gate-lost", ownerA, Exclusive, h.Token(), 0).Do(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the watchdog notices", func() bool {

@@ -250,10 +250,11 @@ local lock_object = {}
 --- 0 = forever). `acquire(0)` tries once. Attempts follow `retry` and
 --- `max_retries`. Raises when a non-reentrant lock is already held by this
 --- task, when a reader asks for the write side, and when Redis did not
---- answer for a good part of the timeout. Blocking.
+--- answer for a good part of the timeout. false, "lost": a re-entry of
+--- this task's hold, which is lost (lost() is true). Blocking.
 ---@param timeout_ms? number
 ---@return boolean ok
----@return "timeout"? reason
+---@return ("timeout"|"lost")? reason
 function lock_object:acquire(timeout_ms) end
 
 --- One attempt; never waits for the lock (a distributed lock still makes
@@ -341,11 +342,12 @@ function rwlock:write_lock() end
 local lock_manager = {}
 
 --- Waits up to `opts.wait` ms (0 = forever) and returns a held handle, or
---- nil, "timeout". Blocking.
+--- nil, "timeout" (nil, "lost": a re-entry of this task's hold of name,
+--- which is lost). Blocking.
 ---@param name string
 ---@param opts? shield.lock_options
 ---@return shield.lock_handle? handle
----@return "timeout"? reason
+---@return ("timeout"|"lost")? reason
 function lock_manager:acquire(name, opts) end
 
 --- One attempt: a held handle, or nil. Blocking (one Redis round trip).

@@ -248,7 +248,7 @@ func main() {
 		if err != nil || !a.Granted {
 			return fmt.Errorf("TryAcquire %q: granted=%v err=%v", name, a.Granted, err)
 		}
-		_, err = goLocks.Release(name, "lockbench:go", lock.Exclusive, false).Do(ctx)
+		_, err = goLocks.Release(name, "lockbench:go", lock.Exclusive, a.Token, 0).Do(ctx)
 		return err
 	})
 	c.note = "isolates the Lua binding's cost"

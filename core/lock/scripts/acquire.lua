@@ -6,7 +6,8 @@
 --   KEYS[3] deadlines  zset   owner -> lease deadline (ms) of its shared hold
 --   KEYS[4] queue      zset   fair waiters: owner -> enqueue time (ms, strictly increasing)
 --   KEYS[5] waiters    zset   fair waiters: owner -> liveness deadline (ms); purged once passed
---   KEYS[6] token      string fencing-token counter, INCR once per new hold, never expires
+--   KEYS[6] token      string fencing-token counter, advanced once per new hold (see next_token),
+--                             never expires
 --   KEYS[7] writers    zset   waiting writers outside fair mode: owner -> liveness deadline (ms);
 --                             a live one of another owner holds back new shared holds
 -- ARGV (few of them: each argument costs the server about as much as a small command):
@@ -20,11 +21,18 @@
 --   ARGV[3] lease ttl (ms, >= 1)
 --   ARGV[4] waiter ttl (ms): liveness of a queued waiter or a writer intent
 --   ARGV[5] wake-up channel (PUBLISHed when the fair queue's head departed and the lock is not held exclusively)
+--   ARGV[6] the token of the hold the caller has in this mode (a re-entry), "0" when it holds none. A hold
+--           of owner with another token is not the caller's: to a caller that holds none it is a stale hold
+--           (a failover rolled the hash back, or an acquire that timed out in the client ran late), refused
+--           like another owner's until its lease ends; a re-entry whose hold is gone is refused with {-1}.
 -- Returns:
 --   {1, token, count, acquired_at_ms, ttl_ms}  granted (count > 1: a re-entry, token and acquired_at of the hold)
 --   {0, retry_in_ms}                            not obtained; retry_in >= 1 is a hint
+--   {-1}                                        the re-entry's hold (ARGV[6]) is gone: the caller's hold is lost
 --   {-2}                                        refused: owner holds a shared hold and asked for the exclusive one
--- Time is the server's (TIME), in milliseconds.
+-- Time is the server's (TIME), in milliseconds. A new hold's token is max(counter + 1, now_ms * 1024),
+-- stored back to the counter: above every earlier token even when the counter was lost (an empty restart)
+-- or rolled back (a failover), as long as the clock is ahead of the lost grants. Below 2^53 until 2248.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -32,13 +40,27 @@ local owner = ARGV[1]
 local flags = ARGV[2]
 local exclusive = string.byte(flags, 1) == 120 -- 'x'
 local ttl = tonumber(ARGV[3])
+local mine = ARGV[6]
+
+-- The next fencing token. The clock part makes a counter that was lost or
+-- rolled back jump past the tokens it may have handed out.
+local function next_token()
+  local token = redis.call('INCR', KEYS[6])
+  local floor = now * 1024
+  if token < floor then
+    token = floor
+    redis.call('SET', KEYS[6], token)
+  end
+  return token
+end
 
 -- Fast path: an exclusive attempt on a lock that nobody holds, reads,
 -- queues or waits for (no lock hash, readers, fair queue or writers) is
 -- granted at once. Numbers go to Redis as they are (integers below 2^53
 -- print exactly), without string.format.
 if exclusive and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[4], KEYS[7]) == 0 then
-  local token = redis.call('INCR', KEYS[6])
+  if mine ~= '0' then return {-1} end
+  local token = next_token()
   redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', token, 'acquired_at', now)
   redis.call('PEXPIRE', KEYS[1], ttl)
   return {1, token, 1, now, ttl}
@@ -166,29 +188,37 @@ local function attempt()
   end
   purge_waiters()
 
-  local holder = redis.call('HGET', KEYS[1], 'owner')
+  local held = redis.call('HMGET', KEYS[1], 'owner', 'token')
+  local holder = held[1]
   if exclusive then
-    if holder == owner then
+    if holder == owner and held[2] == mine then
       if not reentrant then return {0, pttl()} end
       local count = redis.call('HINCRBY', KEYS[1], 'count', 1)
       redis.call('PEXPIRE', KEYS[1], ms(ttl))
-      local h = redis.call('HMGET', KEYS[1], 'token', 'acquired_at')
-      return {1, tonumber(h[1]), count, tonumber(h[2]), ttl}
+      return {1, tonumber(mine), count, tonumber(redis.call('HGET', KEYS[1], 'acquired_at')), ttl}
     end
+    if mine ~= '0' then return {-1} end
     if holder then return refuse(pttl()) end
     if redis.call('HEXISTS', KEYS[2], owner) == 1 then return {-2} end
     if redis.call('HLEN', KEYS[2]) > 0 then return refuse(readers_left()) end
   else
     local r = redis.call('HGET', KEYS[2], owner)
-    if r then
+    local c, tk, at
+    if r then c, tk, at = string.match(r, '^(%d+):(%d+):(%d+)$') end
+    if r and tk == mine then
       local deadline = tonumber(redis.call('ZSCORE', KEYS[3], owner))
       if not reentrant then return {0, math.max(deadline - now, 1)} end
-      local c, tk, at = string.match(r, '^(%d+):(%d+):(%d+)$')
       local count = tonumber(c) + 1
       redis.call('HSET', KEYS[2], owner, count .. ':' .. tk .. ':' .. at)
       redis.call('ZADD', KEYS[3], ms(now + ttl), owner)
       expire_at_max(KEYS[3], KEYS[2])
       return {1, tonumber(tk), count, tonumber(at), ttl}
+    end
+    if mine ~= '0' then return {-1} end
+    if r then
+      -- A stale shared hold of owner (live: purge_readers kept it): not
+      -- the caller's, and the readers hash has one entry per owner.
+      return refuse(math.max(tonumber(redis.call('ZSCORE', KEYS[3], owner)) - now, 1))
     end
     if holder and holder ~= owner then return refuse(pttl()) end
     -- Writer preference: a new reader waits while another owner's writer
@@ -212,12 +242,12 @@ local function attempt()
   leave_queue()
   if exclusive then redis.call('ZREM', KEYS[7], owner) end
 
-  local token = redis.call('INCR', KEYS[6])
+  local token = next_token()
   if exclusive then
-    redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', token, 'acquired_at', ms(now))
+    redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', ms(token), 'acquired_at', ms(now))
     redis.call('PEXPIRE', KEYS[1], ms(ttl))
   else
-    redis.call('HSET', KEYS[2], owner, '1:' .. token .. ':' .. ms(now))
+    redis.call('HSET', KEYS[2], owner, '1:' .. ms(token) .. ':' .. ms(now))
     redis.call('ZADD', KEYS[3], ms(now + ttl), owner)
     expire_at_max(KEYS[3], KEYS[2])
   end

@@ -1,5 +1,5 @@
--- release_shared.lua: give up one level of an owner's shared hold (or all of them);
--- at 0 delete it and, when that frees the lock for others, PUBLISH a wake-up.
+-- release_shared.lua: give up levels of an owner's shared hold, down to the count the owner
+-- keeps; at 0 delete it and, when that frees the lock for others, PUBLISH a wake-up.
 -- An exclusive hold is released by release_exclusive.lua (one key, fewer
 -- arguments: the common case, kept cheap).
 --
@@ -8,14 +8,16 @@
 -- ARGV:
 --   ARGV[1] owner
 --   ARGV[2] wake-up channel
---   ARGV[3] all: "1" gives up every level at once (the owner's task ended), "0" one level
+--   ARGV[3] keep: the re-entry count the owner still holds afterwards ("0": the hold ends; see
+--           release_exclusive.lua)
+--   ARGV[4] the hold's fencing token: a shared hold of owner with another token is not this one
 -- Returns:
---   {1, remaining}  released one level; remaining re-entry count (0: the hold is gone)
---   {-1}            owner holds no shared hold (never did, released, or expired)
+--   {1}   released (down to keep)
+--   {-1}  owner holds no shared hold with that token (never did, released, expired, or another token)
 -- A wake-up ("released") is PUBLISHed when the last shared hold ends.
 
 local owner = ARGV[1]
-local all = ARGV[3] == '1'
+local keep = ARGV[3]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -24,6 +26,8 @@ local function ms(x) return string.format('%d', x) end
 
 local r = redis.call('HGET', KEYS[2], owner)
 if not r then return {-1} end
+local tk, at = string.match(r, '^%d+:(%d+):(%d+)$')
+if tk ~= ARGV[4] then return {-1} end
 local deadline = tonumber(redis.call('ZSCORE', KEYS[3], owner))
 if deadline == nil or deadline < now then
   -- The lease ended (nobody purged it yet): it is not held.
@@ -31,11 +35,9 @@ if deadline == nil or deadline < now then
   redis.call('ZREM', KEYS[3], owner)
   return {-1}
 end
-local c, tk, at = string.match(r, '^(%d+):(%d+):(%d+)$')
-local count = tonumber(c) - 1
-if count > 0 and not all then
-  redis.call('HSET', KEYS[2], owner, count .. ':' .. tk .. ':' .. at)
-  return {1, count}
+if keep ~= '0' then
+  redis.call('HSET', KEYS[2], owner, keep .. ':' .. tk .. ':' .. at)
+  return {1}
 end
 redis.call('HDEL', KEYS[2], owner)
 redis.call('ZREM', KEYS[3], owner)
@@ -50,4 +52,4 @@ if redis.call('ZCARD', KEYS[3]) == 0 then
   redis.call('DEL', KEYS[2], KEYS[3])
   redis.call('PUBLISH', ARGV[2], 'released')
 end
-return {1, 0}
+return {1}
