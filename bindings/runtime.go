@@ -44,7 +44,7 @@ type Runtime struct {
 
 	vm          *vmContext
 	mon         monitor
-	live        atomic.Int64 // tasks alive (Tasks)
+	live        atomic.Int64      // tasks alive (Tasks)
 	interrupted []InterruptedTask // tasks Close interrupted; guarded by mu
 	// Counted on the loop, read from anywhere: reading them must not wait
 	// on a loop that a task may be hogging (Wait after a signal).
@@ -306,4 +306,3 @@ func (rt *Runtime) Tasks() int { return int(rt.live.Load()) }
 
 // Library returns the shield table (what require("shield") returns).
 func (rt *Runtime) Library() *lua.LTable { return rt.lib }
-

@@ -32,7 +32,7 @@ type Task struct {
 	// killedAt is the line the task was at when Close's interrupt stopped
 	// the Lua it ran (see vmContext.slow).
 	killedAt string
-	closed  bool // its pending call was ended by the closing runtime
+	closed   bool // its pending call was ended by the closing runtime
 	// cleanups run when the task ends, in reverse order: holds the task
 	// still has are released there. Keyed so a released hold removes its own.
 	cleanups map[any]func()

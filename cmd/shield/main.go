@@ -75,7 +75,8 @@ func run(argv []string, stdout, stderr io.Writer) int {
 			paths = []string{"testdata/lua"}
 		}
 		// Ctrl-C stops the running file; the summary of what ran is printed.
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		// A second one exits at once.
+		ctx, stop := notifyStop(stderr, 0)
 		defer stop()
 		res, err := mod.RunSpecs(ctx, paths, stdout, shieldglobal.SpecOptions{Timeout: *timeout, Format: *output})
 		if err != nil {
@@ -145,7 +146,7 @@ func runScript(mod *shieldglobal.Module, path string, scriptArgs []string, stder
 		return 1
 	}
 	grace := config.Millis(mod.Config().Global.Runtime.ShutdownGrace)
-	ctx, stop := notifyStop(stderr, grace)
+	ctx, stop := notifyStop(stderr, grace+2*time.Second+forceExitSlack)
 	defer stop()
 	args := make([]lua.LValue, len(scriptArgs))
 	for i, a := range scriptArgs {
@@ -217,9 +218,9 @@ const forceExitSlack = 3 * time.Second
 
 // notifyStop returns a context cancelled by the first SIGINT or SIGTERM. A
 // second signal ends the process at once (status 1), and so does the
-// backstop when the process is still up forceExitSlack after stopDeadline.
-// stop releases the signals.
-func notifyStop(stderr io.Writer, grace time.Duration) (ctx context.Context, stop func()) {
+// backstop when the process is still up that long after the first signal
+// (0: no backstop). stop releases the signals.
+func notifyStop(stderr io.Writer, backstop time.Duration) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -231,14 +232,18 @@ func notifyStop(stderr io.Writer, grace time.Duration) (ctx context.Context, sto
 		case <-quit:
 			return
 		}
-		backstop := time.NewTimer(grace + 2*time.Second + forceExitSlack)
-		defer backstop.Stop()
+		var late <-chan time.Time
+		if backstop > 0 {
+			t := time.NewTimer(backstop)
+			defer t.Stop()
+			late = t.C
+		}
 		select {
 		case sig := <-sigs:
 			fmt.Fprintf(stderr, "shield: stopping now (second signal: %v); tasks are not waited for\n", sig)
 			exit(1)
-		case <-backstop.C:
-			fmt.Fprintf(stderr, "shield: still not stopped %v after the signal; exiting\n", grace+2*time.Second+forceExitSlack)
+		case <-late:
+			fmt.Fprintf(stderr, "shield: still not stopped %v after the signal; exiting\n", backstop)
 			exit(1)
 		case <-quit:
 		}
