@@ -114,9 +114,11 @@ func (rt *Runtime) spawn(L *lua.LState) int {
 	if t := rt.running; t != nil && t.group != nil && t.group.Inherited {
 		g = t.group
 	}
-	rt.starting++ // a task from now on, for Wait and Close
+	rt.starting++ // a task from now on, for Wait, Close and Tasks
+	rt.live.Add(1)
 	rt.postLocal(func() {
 		rt.starting--
+		rt.live.Add(-1) // SpawnIn counts it again
 		rt.SpawnIn(g, "spawn", fn, args, nil)
 	})
 	return 0

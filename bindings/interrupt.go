@@ -29,6 +29,8 @@ type vmContext struct {
 	flags atomic.Uint32
 	line  atomic.Pointer[string]
 	rt    *Runtime
+	// hog is the task that was running when Close interrupted the runtime.
+	hog atomic.Pointer[Task]
 
 	mu      sync.Mutex
 	targets map[*Group]error // groups whose tasks to interrupt, with the cause (InterruptGroup)
@@ -63,6 +65,9 @@ func (c *vmContext) slow() <-chan struct{} {
 		c.flags.And(^uint32(flagProbe))
 	}
 	if f&flagKill != 0 {
+		if t := c.rt.running; t != nil && t.killedAt == "" {
+			t.killedAt = currentLine(c.rt.L.G.CurrentThread)
+		}
 		return closedChan
 	}
 	if f&flagTarget != 0 {

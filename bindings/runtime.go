@@ -8,10 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -46,8 +44,12 @@ type Runtime struct {
 
 	vm          *vmContext
 	mon         monitor
-	live        atomic.Int64 // tasks alive (Tasks)
-	interrupted []string     // tasks Close interrupted; guarded by mu
+	live        atomic.Int64      // tasks alive (Tasks)
+	interrupted []InterruptedTask // tasks Close interrupted; guarded by mu
+	// Counted on the loop, read from anywhere: reading them must not wait
+	// on a loop that a task may be hogging (Wait after a signal).
+	failures     atomic.Int64
+	callbackErrs atomic.Int64
 
 	// Loop-only state.
 	local        []func()              // posted by the loop itself, for the next turn
@@ -65,8 +67,6 @@ type Runtime struct {
 	drains       []chan struct{} // closed once no Redis operation is queued or in flight (Close)
 	closers      map[int]func()
 	nextCloser   int
-	failures     int
-	callbackErrs int
 
 	mark, fail, doneMark *lua.LUserData
 	trampoline           *lua.LFunction
@@ -185,7 +185,9 @@ func (rt *Runtime) install() error {
 }
 
 // Do runs fn on the loop and waits for it. Must not be called from the loop
-// itself (from a Lua-called Go function), which would deadlock.
+// itself (from a Lua-called Go function), which would deadlock. It waits as
+// long as the loop is busy (a task that never yields holds it); Close ends
+// the wait: Do then returns ErrClosed.
 func (rt *Runtime) Do(fn func(L *lua.LState) error) error {
 	res := make(chan error, 1)
 	rt.mu.Lock()
@@ -244,15 +246,13 @@ func (rt *Runtime) run(load func(*lua.LState) (*lua.LFunction, error), name stri
 
 // CallbackErrors is the number of callbacks (subscribers, on_lost) that
 // raised; each was logged with its traceback and the callback's owner went on.
-func (rt *Runtime) CallbackErrors() (n int) {
-	_ = rt.Do(func(*lua.LState) error { n = rt.callbackErrs; return nil })
-	return n
-}
+// Safe from any goroutine; it does not wait on the loop.
+func (rt *Runtime) CallbackErrors() int { return int(rt.callbackErrs.Load()) }
 
 // callbackFailed logs a callback's uncaught error with its traceback and
 // counts it; the subscription (or schedule) carries on.
 func (rt *Runtime) callbackFailed(kind, name string, err error) {
-	rt.callbackErrs++
+	rt.callbackErrs.Add(1)
 	if f := rt.svc.Observe.TaskFailed; f != nil {
 		f()
 	}
@@ -277,150 +277,32 @@ func (rt *Runtime) OnClose(fn func()) (forget func()) {
 }
 
 // Wait blocks until the runtime is idle — no task alive and nothing holding
-// it (subscriptions, scheduled work) — or ctx ends. It returns the number of
-// tasks whose uncaught errors were logged.
+// it (subscriptions, scheduled work) — or ctx ends, or the runtime closes
+// (ErrClosed). It returns the number of tasks whose uncaught errors were
+// logged. It never waits on the loop past ctx: when ctx ends while a task
+// hogs the loop (it never yields), Wait returns at once, so that the caller
+// can go on to Close, which interrupts that task.
 func (rt *Runtime) Wait(ctx context.Context) (failures int, err error) {
+	rt.mu.Lock()
+	closing := rt.closing
+	rt.mu.Unlock()
 	ch := make(chan struct{})
-	if err := rt.Do(func(*lua.LState) error { rt.idle = append(rt.idle, ch); rt.checkIdle(); return nil }); err != nil {
-		return 0, err
+	if closing || !rt.TryPost(func() { rt.idle = append(rt.idle, ch); rt.checkIdle() }) {
+		return int(rt.failures.Load()), ErrClosed
 	}
 	select {
 	case <-ch:
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-rt.done:
-		return 0, ErrClosed
+		err = ErrClosed
 	}
-	_ = rt.Do(func(*lua.LState) error { failures = rt.failures; return nil })
-	return failures, err
+	return int(rt.failures.Load()), err
 }
 
-// killWait bounds how long Close waits for the loop once it has interrupted
-// the Lua code still running: the time for the interrupted task to unwind,
-// or for a Go function that does not return to be given up on.
-const killWait = 2 * time.Second
-
-// Close stops the runtime: closers run (subscriptions end), running tasks get
-// up to grace to finish; then Lua that is still running is interrupted (it
-// raises ErrInterrupted at its next instruction), in-flight work is
-// cancelled and the loop ends. Close returns within grace + 2 s even when a
-// task never yields. The LState itself is left to its owner. Idempotent.
-func (rt *Runtime) Close(grace time.Duration) {
-	rt.mu.Lock()
-	if rt.closing {
-		rt.mu.Unlock()
-		<-rt.done
-		return
-	}
-	rt.closing = true
-	rt.mu.Unlock()
-
-	idle := make(chan struct{})
-	rt.Post(func() {
-		for len(rt.closers) > 0 {
-			for id, fn := range rt.closers {
-				delete(rt.closers, id)
-				fn()
-			}
-		}
-		rt.keepalive = 0
-		rt.idle = append(rt.idle, idle)
-		rt.checkIdle()
-	})
-	timer := time.NewTimer(grace)
-	defer timer.Stop()
-	select {
-	case <-idle:
-	case <-timer.C:
-		rt.interruptRunning(grace)
-	}
-	rt.drain(killWait / 2)
-	rt.cancel()
-	rt.mu.Lock()
-	rt.stopped = true
-	idleNow := !rt.owned // else the holder closes done when it lets go
-	rt.mu.Unlock()
-	if idleNow {
-		rt.stopOnce.Do(func() { close(rt.done) })
-	}
-	select {
-	case <-rt.done:
-	case <-time.After(killWait):
-		rt.log.Error("shield: the runtime loop did not stop: a Go function called from Lua does not return; giving up on it")
-	}
-	rt.mu.Lock()
-	stops := rt.stopFns
-	rt.stopFns = nil
-	rt.mu.Unlock()
-	for _, fn := range stops {
-		fn()
-	}
-}
-
-// interruptRunning is Close's last resort after grace: Lua that is running
-// (a task that never yields) is made to raise at its next instruction, and
-// every task still alive ends with ErrInterrupted.
-func (rt *Runtime) interruptRunning(grace time.Duration) {
-	running := "none"
-	if t := rt.mon.task.Load(); t != nil && rt.mon.start.Load() != 0 {
-		running = t.Name
-		if p := rt.vm.line.Load(); p != nil && *p != "" {
-			running += " at " + *p
-		}
-	}
-	if grace > 0 {
-		rt.log.Warn("shield: tasks still running after the shutdown grace period; interrupting them",
-			"grace", grace, "running", running)
-	}
-	rt.vm.interrupt()
-	ended := make(chan struct{})
-	rt.Post(func() {
-		for _, t := range rt.threads {
-			if t != nil && !t.ended {
-				rt.finishTask(t, ErrInterrupted, false)
-			}
-		}
-		close(ended)
-	})
-	select {
-	case <-ended:
-		rt.mu.Lock()
-		names := append([]string(nil), rt.interrupted...)
-		rt.mu.Unlock()
-		if n := len(names); n > 0 {
-			if n > 10 {
-				names = append(names[:10:10], fmt.Sprintf("and %d more", n-10))
-			}
-			rt.log.Warn("shield: interrupted tasks", "count", n, "tasks", strings.Join(names, ", "))
-		}
-	case <-time.After(killWait):
-	}
-}
-
-// Tasks is the number of tasks alive now (running or suspended). Safe from
-// any goroutine.
+// Tasks is the number of tasks alive now: running, suspended, or spawned
+// and about to start. Safe from any goroutine.
 func (rt *Runtime) Tasks() int { return int(rt.live.Load()) }
 
 // Library returns the shield table (what require("shield") returns).
 func (rt *Runtime) Library() *lua.LTable { return rt.lib }
-
-// OnStop registers fn to run when Close has stopped the runtime (on the
-// goroutine that called Close).
-func (rt *Runtime) OnStop(fn func()) {
-	rt.mu.Lock()
-	rt.stopFns = append(rt.stopFns, fn)
-	rt.mu.Unlock()
-}
-
-// Interrupted returns the names of the tasks Close had to interrupt after
-// its grace period (empty after a clean stop). Call it after Close.
-func (rt *Runtime) Interrupted() []string {
-	select {
-	case <-rt.done:
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return append([]string(nil), rt.interrupted...)
-	default:
-		return nil
-	}
-}

@@ -361,7 +361,7 @@ func (a *attempt) end(err error) {
 		done(errors.New(msg))
 		return
 	}
-	rt.callbackErrs++
+	rt.callbackErrs.Add(1)
 	rt.log.Error("shield: scheduled task failed", "task", f.Task, "attempt", f.Attempt,
 		"scheduled", f.Scheduled.UTC().Format(time.RFC3339Nano), "error", err.Error())
 	if onError != nil {

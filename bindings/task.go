@@ -29,7 +29,10 @@ type Task struct {
 	owner   string // OwnerID, built once
 	waiting *op    // the blocking call the task is suspended in, if any
 	ended   bool
-	closed  bool // its pending call was ended by the closing runtime
+	// killedAt is the line the task was at when Close's interrupt stopped
+	// the Lua it ran (see vmContext.slow).
+	killedAt string
+	closed   bool // its pending call was ended by the closing runtime
 	// cleanups run when the task ends, in reverse order: holds the task
 	// still has are released there. Keyed so a released hold removes its own.
 	cleanups map[any]func()
@@ -282,25 +285,19 @@ func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 	case killed:
 		// Close names the interrupted tasks once (Interrupted), not one
 		// log line each.
-		rt.noteInterrupted(t.Name)
+		rt.noteInterrupted(t, err)
 	case t.group != nil && t.group.OnError != nil:
 		t.group.OnError(terr)
 	default:
-		rt.failures++
+		rt.failures.Add(1)
 		rt.log.Error("shield: task failed", "task", t.Name, "error", terr.Error())
 		if f := rt.svc.Observe.TaskFailed; f != nil {
 			f()
 		}
 	}
 	if killed && (t.done != nil || t.end != nil) && terr != nil && !t.closed {
-		rt.noteInterrupted(t.Name)
+		rt.noteInterrupted(t, err)
 	}
-}
-
-func (rt *Runtime) noteInterrupted(name string) {
-	rt.mu.Lock()
-	rt.interrupted = append(rt.interrupted, name)
-	rt.mu.Unlock()
 }
 
 // Results returns what the task's function returned (valid once it ended).

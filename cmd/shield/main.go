@@ -75,7 +75,8 @@ func run(argv []string, stdout, stderr io.Writer) int {
 			paths = []string{"testdata/lua"}
 		}
 		// Ctrl-C stops the running file; the summary of what ran is printed.
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		// A second one exits at once.
+		ctx, stop := notifyStop(stderr, 0)
 		defer stop()
 		res, err := mod.RunSpecs(ctx, paths, stdout, shieldglobal.SpecOptions{Timeout: *timeout, Format: *output})
 		if err != nil {
@@ -132,7 +133,8 @@ func loadConfig(path string) (config.Config, error) {
 // has subscriptions, timers or tasks, until it is idle or SIGINT/SIGTERM.
 // A signal also ends a main chunk that is still running: tasks get the
 // configured grace period (global.runtime.shutdown_grace) to finish, then
-// Lua still running is interrupted and named.
+// the tasks still alive are interrupted and named. A second signal ends the
+// process at once.
 // Exit status: 0, or 1 when the main chunk or a spawned task raised, or a
 // task had to be interrupted.
 func runScript(mod *shieldglobal.Module, path string, scriptArgs []string, stderr io.Writer) int {
@@ -144,7 +146,7 @@ func runScript(mod *shieldglobal.Module, path string, scriptArgs []string, stder
 		return 1
 	}
 	grace := config.Millis(mod.Config().Global.Runtime.ShutdownGrace)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyStop(stderr, grace+2*time.Second+forceExitSlack)
 	defer stop()
 	args := make([]lua.LValue, len(scriptArgs))
 	for i, a := range scriptArgs {
@@ -161,46 +163,96 @@ func runScript(mod *shieldglobal.Module, path string, scriptArgs []string, stder
 	}
 	mainDone := make(chan error, 1)
 	go func() { mainDone <- rt.RunFile(path, args...) }()
-	signalled := false
+	mainEnded := false
 	select {
 	case err := <-mainDone:
-		var te *shieldglobal.TaskError
-		if err != nil && !errors.As(err, &te) {
-			report(err)
-			rt.Close(grace)
-			return 1
-		}
+		mainEnded = true
 		if err != nil {
 			report(err)
 			break
 		}
+		// Wait returns as soon as a signal comes, even while a task hogs
+		// the loop: Close below interrupts it.
 		failures, err := rt.Wait(ctx)
 		if err != nil && ctx.Err() == nil {
 			report(err)
-		}
-		if ctx.Err() != nil { // a signal while the script's tasks ran
-			stopDeadline = time.Now().Add(grace + 2*time.Second)
 		}
 		if failures > 0 {
 			status = 1
 		}
 	case <-ctx.Done():
+	}
+	// One "stopping" line for every way of stopping that leaves tasks to
+	// wait for.
+	switch {
+	case ctx.Err() != nil:
 		stopDeadline = time.Now().Add(grace + 2*time.Second)
 		fmt.Fprintf(stderr, "shield: stopping (%v); tasks get %v to finish\n", context.Cause(ctx), grace)
-		signalled = true
+	case rt.Tasks() > 0:
+		fmt.Fprintf(stderr, "shield: stopping (the main chunk failed); %d tasks get %v to finish\n", rt.Tasks(), grace)
 	}
 	rt.Close(grace)
-	if signalled { // the main chunk ended by itself within the grace, or was interrupted
+	if !mainEnded { // the main chunk ended by itself within the grace, or was interrupted
 		if err := <-mainDone; err != nil && !errors.Is(err, bindingsErrClosed) {
 			report(err)
 		}
 	}
-	if names := rt.Interrupted(); len(names) > 0 {
-		fmt.Fprintf(stderr, "shield: interrupted after the %v shutdown grace period (they did not yield): %s\n",
-			grace, strings.Join(names, ", "))
+	if tasks := rt.InterruptedTasks(); len(tasks) > 0 {
+		names := make([]string, len(tasks))
+		for i, it := range tasks {
+			names[i] = it.String()
+		}
+		fmt.Fprintf(stderr, "shield: interrupted after the %v shutdown grace period: %s\n", grace, strings.Join(names, ", "))
 		status = 1
 	}
 	return status
+}
+
+// exit ends the process (a variable for the tests of notifyStop).
+var exit = os.Exit
+
+// forceExitSlack is how long past stopDeadline the process may still run
+// before notifyStop ends it: every step of the shutdown has a bound, this
+// is the backstop for one that has not.
+const forceExitSlack = 3 * time.Second
+
+// notifyStop returns a context cancelled by the first SIGINT or SIGTERM. A
+// second signal ends the process at once (status 1), and so does the
+// backstop when the process is still up that long after the first signal
+// (0: no backstop). stop releases the signals.
+func notifyStop(stderr io.Writer, backstop time.Duration) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	quit := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			cancel(fmt.Errorf("%v signal received", sig))
+		case <-quit:
+			return
+		}
+		var late <-chan time.Time
+		if backstop > 0 {
+			t := time.NewTimer(backstop)
+			defer t.Stop()
+			late = t.C
+		}
+		select {
+		case sig := <-sigs:
+			fmt.Fprintf(stderr, "shield: stopping now (second signal: %v); tasks are not waited for\n", sig)
+			exit(1)
+		case <-late:
+			fmt.Fprintf(stderr, "shield: still not stopped %v after the signal; exiting\n", backstop)
+			exit(1)
+		case <-quit:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(quit)
+		cancel(nil)
+	}
 }
 
 // bindingsErrClosed is what RunFile returns for a main chunk still parked
