@@ -42,8 +42,8 @@ type Ranks struct {
 	Log *slog.Logger
 
 	mu     sync.Mutex
-	resets map[string]resetPlan  // boards whose reset task is registered, by name
-	opened map[string]rank.Board // every board a runtime opened, by name (first open wins)
+	resets map[string]*resetClaim // the reset of each board that has one, by name
+	opened map[string]rank.Board  // every board a runtime opened, by name (first open wins)
 }
 
 // RankStats are the ops facts of the leaderboards this process opened.
@@ -218,13 +218,9 @@ func (b *rankBinding) open(L *lua.LState) int {
 		return pushAll(L, handle(L))
 	}
 	return RunOutcome(b.rt, L, rankType, reg, func(L *lua.LState, _ scheduler.Info, err error) ([]lua.LValue, error) {
-		if err == nil {
-			err = b.r.endRegister(name, plan)
-		} else {
-			err = fmt.Errorf("registering the reset of %q: %w", name, err)
-		}
+		b.r.endRegister(name, err == nil)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("registering the reset of %q: %w", name, err)
 		}
 		return handle(L), nil
 	})

@@ -69,50 +69,56 @@ func (s EngineResets) Register(name, cronExpr string, distributed bool, run func
 		Run: func(f scheduler.Firing, done func(error)) { go run(f, done) }})
 }
 
-// beginRegister checks board's reset against the one this process
-// registered and returns the operation that registers it, or nil when the
-// same plan is registered already. Another plan for the board is an error.
-// Nothing is recorded until endRegister: a registration that fails (Redis
-// unreachable) is tried again by the next declaration of the board.
+// resetClaim is the reset a board has in this process: claimed by the
+// first declaration, registered once one registration of it succeeded.
+type resetClaim struct {
+	plan       resetPlan
+	registered bool
+	pending    int // registrations in flight
+}
+
+// beginRegister checks board's reset against the one this process claimed
+// and returns the operation that registers it, or nil when it is registered
+// already. Another plan for the board is an error. A registration that fails
+// (Redis unreachable) leaves nothing behind (endRegister): the next
+// declaration of the board registers it.
 func (r *Ranks) beginRegister(board rank.Board, p resetPlan) (*store.Op[scheduler.Info], error) {
 	if r.Scheduler == nil {
 		return nil, errNoScheduler
 	}
 	name := board.Name()
-	if done, err := r.registered(name, p); done || err != nil {
-		return nil, err
+	r.mu.Lock()
+	c, ok := r.resets[name]
+	switch {
+	case !ok:
+		if r.resets == nil {
+			r.resets = map[string]*resetClaim{}
+		}
+		c = &resetClaim{plan: p}
+		r.resets[name] = c
+	case c.plan != p:
+		r.mu.Unlock()
+		return nil, fmt.Errorf("board %q already resets %s in this process, not %s: give every shield.rank(%q) with a reset the same reset options and max_members",
+			name, c.plan, p, name)
+	case c.registered:
+		r.mu.Unlock()
+		return nil, nil
 	}
+	c.pending++
+	r.mu.Unlock()
 	return r.Scheduler.Register("rank:"+name+":reset", p.Cron(), p.distributed, r.resetTask(board, p)), nil
 }
 
-// endRegister records a successful registration of name's reset.
-func (r *Ranks) endRegister(name string, p resetPlan) error {
-	if _, err := r.registered(name, p); err != nil {
-		return err // another runtime registered another plan meanwhile
-	}
+// endRegister records the outcome of a registration beginRegister started.
+func (r *Ranks) endRegister(name string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.resets == nil {
-		r.resets = map[string]resetPlan{}
+	c := r.resets[name]
+	c.pending--
+	c.registered = c.registered || ok
+	if !c.registered && c.pending == 0 {
+		delete(r.resets, name)
 	}
-	r.resets[name] = p
-	return nil
-}
-
-// registered reports whether p is name's registered reset; another
-// registered plan is an error.
-func (r *Ranks) registered(name string, p resetPlan) (bool, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	prev, ok := r.resets[name]
-	if !ok {
-		return false, nil
-	}
-	if prev != p {
-		return false, fmt.Errorf("board %q already resets %s in this process, not %s: give every shield.rank(%q) with a reset the same reset options and max_members",
-			name, prev, p, name)
-	}
-	return true, nil
 }
 
 // resetTask is the run function of board's reset task: a firing archives
