@@ -203,7 +203,7 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 		m.startRateLimiters()
 	}
 	if m.ranks != nil && m.sched != nil {
-		m.ranks.Scheduler = rankScheduler{m} // periodic resets (scheduler.go)
+		m.ranks.Scheduler = bindings.EngineResets{Engine: m.sched} // periodic resets
 	}
 	if cfg.Ops.Enabled {
 		if err := m.startOps(); err != nil {

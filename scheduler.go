@@ -9,7 +9,6 @@ import (
 	"github.com/shieldrt/shieldglobal/bindings"
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
-	"github.com/shieldrt/shieldglobal/core/store"
 )
 
 // The Module's scheduler: one Engine per process, shared by every runtime
@@ -90,34 +89,6 @@ func (m *Module) scheduleGo(name string, s scheduler.Schedule, o scheduler.Optio
 				done(run(ctx, f))
 			}()
 		}}).Do(ctx)
-}
-
-// rankScheduler registers the periodic resets of shield.rank (the rank
-// binding's RankScheduler): a cron task in UTC whose firings run the reset,
-// not two at once (overlap "skip"), once across the processes with
-// distributed. Register is called on a runtime's loop: a registration that
-// needs Redis goes out on a goroutine of its own, and its failure is logged.
-type rankScheduler struct{ m *Module }
-
-func (r rankScheduler) Register(name, cronExpr string, distributed bool, run func(done func(error))) error {
-	s, err := scheduler.Cron(cronExpr)
-	if err != nil {
-		return err
-	}
-	o := r.m.schedOptions()
-	o.Timezone, o.Distributed, o.Overlap = "UTC", distributed, scheduler.OverlapSkip
-	op := r.m.sched.Register(scheduler.Task{Name: name, Schedule: s, Options: o, Owner: "module",
-		Run: func(f scheduler.Firing, done func(error)) { go run(done) }})
-	if op.Kind() != store.KindRedis {
-		_, err := op.Do(r.m.schedCtx)
-		return err
-	}
-	go func() {
-		if _, err := op.Do(r.m.schedCtx); err != nil && r.m.schedCtx.Err() == nil {
-			r.m.log.Error("shield: registering a leaderboard reset failed", "task", name, "error", err)
-		}
-	}()
-	return nil
 }
 
 // unscheduleGo removes a task (in every process, for a distributed one);

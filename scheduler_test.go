@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/core/store"
@@ -248,21 +250,21 @@ func TestRankResetRunsOnTheScheduler(t *testing.T) {
 				local board = shield.rank("daily_score", { reset = "daily", reset_time = "04:30" })
 				board:update("alice", 10)
 				local s = shield.scheduler()
-				local task = s:get("rank:daily_score:reset")
+				local task = s:get("rank:daily_score:reset") -- registered before shield.rank returned
+				assert(task, "no reset task")
 				local deadline = shield.now_ms() + 5000
-				while not task do -- a distributed registration on Redis goes out asynchronously
-					assert(shield.now_ms() < deadline, "no reset task")
-					shield.sleep(5)
-					task = s:get("rank:daily_score:reset")
-				end
 				assert(task:schedule() == "30 4 * * *", task:schedule())
 				assert(task:info().distributed == true and task:info().timezone == "UTC")
+				-- A manual run would close the period under way: it changes
+				-- nothing and says so (the next firing resets the board).
 				assert(s:trigger("rank:daily_score:reset"))
-				while board:count() > 0 do
-					assert(shield.now_ms() < deadline, "the reset did not clear the board")
+				while s:get("rank:daily_score:reset"):run_count() < 1 do
+					assert(shield.now_ms() < deadline, "the manual run did not finish")
 					shield.sleep(5)
 				end
-				while s:get("rank:daily_score:reset"):run_count() < 1 do shield.sleep(5) end`, "rank.lua"); err != nil {
+				local info = s:get("rank:daily_score:reset"):info()
+				assert(info.failed == 1 and info.last_error:find("runs only at its scheduled firings", 1, true), info.last_error)
+				assert(board:count() == 1, "a manual run cleared the board")`, "rank.lua"); err != nil {
 				t.Fatal(err)
 			}
 			rep, err := m.opsScheduler(context.Background())
@@ -270,5 +272,48 @@ func TestRankResetRunsOnTheScheduler(t *testing.T) {
 				t.Fatalf("ops report %+v %v", rep, err)
 			}
 		})
+	}
+}
+
+// shield.rank with a reset registers the task before it returns, on a
+// Redis it cannot reach too: then it raises, saying what failed, and
+// declaring the board again once Redis is back registers the task. (The
+// registration used to go out on a goroutine that only logged its failure,
+// and a second declaration registered nothing: the board never reset.)
+func TestRankResetRegistrationFailureIsRaisedAndRetried(t *testing.T) {
+	srv := testredis.StartServer(t)
+	cfg := config.Default()
+	cfg.Global.Redis.URL = srv.URL()
+	cfg.Global.Redis.Prefix = testredis.Prefix(t)
+	m := newModule(t, cfg)
+	rt := newRuntime(t, m)
+	srv.Stop()
+	if err := rt.RunString(`
+		local ok, err = pcall(shield.rank, "weekly_score", { reset = "weekly" })
+		assert(not ok, "shield.rank returned with Redis down")
+		assert(err:find('shield.rank: registering the reset of "weekly_score"', 1, true), err)
+		shield.sleep(1500) -- Redis stays down past the client's own retries`, "down.lua"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	if err := rt.RunString(`
+		local s = shield.scheduler()
+		local deadline = shield.now_ms() + 10000
+		local board
+		repeat -- the client reconnects
+			local ok, err = pcall(shield.rank, "weekly_score", { reset = "weekly" })
+			if ok then board = err else assert(shield.now_ms() < deadline, err); shield.sleep(20) end
+		until board
+		local task = s:get("rank:weekly_score:reset")
+		assert(task, "declaring the board again registered nothing")
+		assert(task:schedule() == "0 0 * * 1", task:schedule())`, "up.lua"); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	n, err := c.Exists(context.Background(),
+		store.Keys{Prefix: cfg.Global.Redis.Prefix}.SchedulerTask("rank:weekly_score:reset")).Result()
+	if err != nil || n != 1 {
+		t.Fatalf("the task's record in Redis: %d %v", n, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/rank"
+	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/core/store"
 )
 
@@ -37,14 +38,12 @@ type Ranks struct {
 	// Scheduler registers periodic resets; nil makes shield.rank refuse the
 	// reset option.
 	Scheduler RankScheduler
-	// Now is the clock that dates resets (time.Now when nil).
-	Now func() time.Time
 	// Log gets one line per reset run (slog.Default when nil).
 	Log *slog.Logger
 
 	mu     sync.Mutex
-	resets map[string]resetPlan  // boards whose reset task is registered, by name
-	opened map[string]rank.Board // every board a runtime opened, by name (first open wins)
+	resets map[string]*resetClaim // the reset of each board that has one, by name
+	opened map[string]rank.Board  // every board a runtime opened, by name (first open wins)
 }
 
 // RankStats are the ops facts of the leaderboards this process opened.
@@ -88,31 +87,9 @@ func (r *Ranks) Stats(ctx context.Context) (RankStats, error) {
 	return st, errs
 }
 
-// RankScheduler is what periodic resets need from the scheduler.
-//
-// Register adds the task name ("rank:<board>:reset") that fires on cronExpr
-// (five fields, minute hour day-of-month month day-of-week, in UTC: "M H * * *",
-// "M H * * 1" or "M H 1 * *"). With distributed true each firing runs in
-// exactly one of the processes that registered the task; otherwise in each.
-// run starts one reset without blocking and calls done exactly once, from
-// any goroutine, when it is over (a non-nil error says what failed; the
-// scheduler logs it). A run must not start while the previous one of the
-// same task is in progress. Register is called once per board name per
-// process, from a Lua runtime's loop, and must not block on the network.
-type RankScheduler interface {
-	Register(name, cronExpr string, distributed bool, run func(done func(error))) error
-}
-
 // errNoScheduler is raised by shield.rank(name, {reset = ...}) when the
 // Module has no scheduler.
 var errNoScheduler = errors.New("reset needs the scheduler (scheduler.enabled: false?)")
-
-func (r *Ranks) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
 
 func (r *Ranks) log() *slog.Logger {
 	if r.Log != nil {
@@ -151,7 +128,7 @@ func (rt *Runtime) installRanks(lib *lua.LTable, r *Ranks) {
 		L.Push(lua.LString(fmt.Sprintf("%s(%q)", rankType, name)))
 		return 1
 	}))
-	lib.RawSetString("rank", L.NewFunction(b.open))
+	lib.RawSetString("rank", rt.blocking(b.open))
 }
 
 type rankBinding struct {
@@ -190,17 +167,18 @@ func (b *rankBinding) open(L *lua.LState) int {
 				o.Ties = t
 			case "reset":
 				s := optString(a, 2, key, v)
-				if !validPeriod(s) {
+				p, ok := rank.ParsePeriod(s)
+				if !ok {
 					a.bad(2, fmt.Sprintf(`option reset must be "daily", "weekly" or "monthly", got %q`, s))
 				}
-				plan.period = s
+				plan.Period = p
 			case "reset_time":
 				s := optString(a, 2, key, v)
-				h, m, ok := parseClock(s)
+				h, m, ok := rank.ParseResetTime(s)
 				if !ok {
 					a.bad(2, fmt.Sprintf(`option reset_time must be "HH:MM" (UTC, 00:00 to 23:59), got %q`, s))
 				}
-				plan.hour, plan.minute = h, m
+				plan.Hour, plan.Minute = h, m
 				resetOnly = append(resetOnly, key)
 			case "archive":
 				plan.archive = optBool(a, 2, key, v)
@@ -211,7 +189,7 @@ func (b *rankBinding) open(L *lua.LState) int {
 			}
 		})
 	}
-	if plan.period == "" && len(resetOnly) > 0 {
+	if plan.Period == "" && len(resetOnly) > 0 {
 		sort.Strings(resetOnly)
 		a.bad(2, fmt.Sprintf("option %s needs the reset option", strings.Join(resetOnly, ", ")))
 	}
@@ -220,17 +198,32 @@ func (b *rankBinding) open(L *lua.LState) int {
 		a.bad(1, err.Error())
 	}
 	b.r.remember(name, board)
-	if plan.period != "" {
-		plan.top = o.MaxMembers
-		if err := b.r.register(board, plan); err != nil {
-			raise(L, "%s: %s", rankType, err.Error())
-		}
+	handle := func(L *lua.LState) []lua.LValue {
+		ud := L.NewUserData()
+		ud.Value = board
+		ud.Metatable = L.GetTypeMetatable(rankType)
+		return []lua.LValue{ud}
 	}
-	ud := L.NewUserData()
-	ud.Value = board
-	ud.Metatable = L.GetTypeMetatable(rankType)
-	L.Push(ud)
-	return 1
+	if plan.Period == "" {
+		return pushAll(L, handle(L))
+	}
+	// The reset task is registered before shield.rank returns (a blocking
+	// call on Redis: one round trip), or shield.rank raises.
+	plan.top = o.MaxMembers
+	reg, err := b.r.beginRegister(board, plan)
+	if err != nil {
+		raise(L, "%s: %s", rankType, err.Error())
+	}
+	if reg == nil {
+		return pushAll(L, handle(L))
+	}
+	return RunOutcome(b.rt, L, rankType, reg, func(L *lua.LState, _ scheduler.Info, err error) ([]lua.LValue, error) {
+		b.r.endRegister(name, err == nil)
+		if err != nil {
+			return nil, fmt.Errorf("registering the reset of %q: %w", name, err)
+		}
+		return handle(L), nil
+	})
 }
 
 // forOptions calls set for every key of the options table at n, refusing

@@ -2,12 +2,18 @@ package bindings
 
 import (
 	"errors"
+
+	lua "github.com/yuin/gopher-lua"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/shieldrt/shieldglobal/core/rank"
+	"github.com/shieldrt/shieldglobal/core/scheduler"
+	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/testclock"
+	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
 // fakeScheduler records registrations; runs are started by the test.
@@ -20,17 +26,17 @@ type fakeScheduler struct {
 type fakeTask struct {
 	name, cron  string
 	distributed bool
-	run         func(done func(error))
+	run         func(f scheduler.Firing, done func(error))
 }
 
-func (s *fakeScheduler) Register(name, cronExpr string, distributed bool, run func(done func(error))) error {
+func (s *fakeScheduler) Register(name, cronExpr string, distributed bool, run func(f scheduler.Firing, done func(error))) *store.Op[scheduler.Info] {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
-		return s.fail
+		return store.Failed[scheduler.Info](s.fail)
 	}
 	s.tasks = append(s.tasks, fakeTask{name, cronExpr, distributed, run})
-	return nil
+	return store.Local(func() (scheduler.Info, error) { return scheduler.Info{Name: name}, nil })
 }
 
 func (s *fakeScheduler) registered() []fakeTask {
@@ -39,13 +45,19 @@ func (s *fakeScheduler) registered() []fakeTask {
 	return append([]fakeTask(nil), s.tasks...)
 }
 
-// fire runs the task name and waits for its done.
-func (s *fakeScheduler) fire(t *testing.T, name string) error {
+// fire runs the firing of task name scheduled at at and waits for its done.
+func (s *fakeScheduler) fire(t *testing.T, name string, at time.Time) error {
+	t.Helper()
+	return s.run(t, name, scheduler.Firing{Task: name, Scheduled: at, Attempt: 1})
+}
+
+// run runs f of task name and waits for its done.
+func (s *fakeScheduler) run(t *testing.T, name string, f scheduler.Firing) error {
 	t.Helper()
 	for _, task := range s.registered() {
 		if task.name == name {
 			ch := make(chan error, 1)
-			task.run(func(err error) { ch <- err })
+			task.run(f, func(err error) { ch <- err })
 			select {
 			case err := <-ch:
 				return err
@@ -67,13 +79,13 @@ type clock struct {
 func (c *clock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
-func testRanks(b rank.Backend, s RankScheduler, now func() time.Time) *Ranks {
-	return &Ranks{Backend: b, MaxMembers: 10000, Archive: true, ArchiveTTL: 30 * 24 * time.Hour, Scheduler: s, Now: now, Log: logTo(&syncBuffer{})}
+func testRanks(b rank.Backend, s RankScheduler) *Ranks {
+	return &Ranks{Backend: b, MaxMembers: 10000, Archive: true, ArchiveTTL: 30 * 24 * time.Hour, Scheduler: s, Log: logTo(&syncBuffer{})}
 }
 
 func TestRankResetRegistersOneCronTaskPerBoard(t *testing.T) {
 	s := &fakeScheduler{}
-	rt := newTestRuntime(t, &Services{Ranks: testRanks(rank.NewMemory(nil), s, nil)})
+	rt := newTestRuntime(t, &Services{Ranks: testRanks(rank.NewMemory(nil), s)})
 	mustRun(t, rt, `
 		shield.rank("d", { reset = "daily" })
 		shield.rank("d", { reset = "daily", reset_time = "00:00", distributed = true }) -- the same plan: no second task
@@ -113,7 +125,7 @@ func TestRankResetRegistersOneCronTaskPerBoard(t *testing.T) {
 
 func TestRankResetSchedulerErrorsAreRaised(t *testing.T) {
 	s := &fakeScheduler{fail: errors.New("scheduler: task exists")}
-	rt := newTestRuntime(t, &Services{Ranks: testRanks(rank.NewMemory(nil), s, nil)})
+	rt := newTestRuntime(t, &Services{Ranks: testRanks(rank.NewMemory(nil), s)})
 	err := run(t, rt, `shield.rank("x", { reset = "daily" })`)
 	if err == nil || !strings.Contains(err.Error(), `test.lua:1: shield.rank: registering the reset of "x": scheduler: task exists`) {
 		t.Fatalf("got %v", err)
@@ -129,7 +141,7 @@ func TestRankResetSchedulerErrorsAreRaised(t *testing.T) {
 }
 
 func TestRankWithoutSchedulerRefusesResetButNotTheBoard(t *testing.T) {
-	rt := newTestRuntime(t, &Services{Ranks: testRanks(rank.NewMemory(nil), nil, nil)})
+	rt := newTestRuntime(t, &Services{Ranks: testRanks(rank.NewMemory(nil), nil)})
 	err := run(t, rt, `shield.rank("x", { reset = "monthly" })`)
 	if err == nil || !strings.Contains(err.Error(), "test.lua:1: shield.rank: reset needs the scheduler (scheduler.enabled: false?)") {
 		t.Fatalf("got %v", err)
@@ -152,14 +164,14 @@ func TestRankIsAbsentWithoutTheCapability(t *testing.T) {
 func TestRankResetArchivesTheEndedPeriodAndClears(t *testing.T) {
 	clk := &clock{t: time.Date(2024, 5, 1, 18, 0, 0, 0, time.UTC)}
 	s := &fakeScheduler{}
-	rt := newTestRuntime(t, &Services{Ranks: testRanks(rank.NewMemory(clk.now), s, clk.now)})
+	rt := newTestRuntime(t, &Services{Ranks: testRanks(rank.NewMemory(clk.now), s)})
 	mustRun(t, rt, `
 		daily = shield.rank("daily_score", { reset = "daily", max_members = 3 })
 		daily:mupdate({ p1 = 100, p2 = 300, p3 = 200, p4 = 50 }) -- p4 is not admitted: max_members 3
 		version_before = daily:version()`)
 
 	clk.set(time.Date(2024, 5, 2, 0, 0, 0, 250e6, time.UTC)) // the scheduler fires a little late
-	if err := s.fire(t, "rank:daily_score:reset"); err != nil {
+	if err := s.fire(t, "rank:daily_score:reset", time.Date(2024, 5, 2, 0, 0, 0, 0, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
 	mustRun(t, rt, `
@@ -177,10 +189,10 @@ func TestRankResetArchivesTheEndedPeriodAndClears(t *testing.T) {
 		assert(none == nil and why == "not_found")
 		daily:update("p9", 1) -- the new period's first score`)
 
-	// The same period again (a duplicate firing, a little early this time):
-	// nothing changes, the new period's score stays.
-	clk.set(time.Date(2024, 5, 1, 23, 59, 59, 0, time.UTC))
-	if err := s.fire(t, "rank:daily_score:reset"); err != nil {
+	// The same firing again (a duplicate, or a retry hours later): nothing
+	// changes, the new period's score stays.
+	clk.set(time.Date(2024, 5, 2, 16, 0, 0, 0, time.UTC))
+	if err := s.fire(t, "rank:daily_score:reset", time.Date(2024, 5, 2, 0, 0, 0, 0, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
 	mustRun(t, rt, `assert(daily:score("p9") == 1 and daily:count() == 1)`)
@@ -189,9 +201,9 @@ func TestRankResetArchivesTheEndedPeriodAndClears(t *testing.T) {
 func TestRankResetWithoutArchiveOnlyClears(t *testing.T) {
 	clk := &clock{t: time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)}
 	s := &fakeScheduler{}
-	rt := newTestRuntime(t, &Services{Ranks: testRanks(rank.NewMemory(clk.now), s, clk.now)})
+	rt := newTestRuntime(t, &Services{Ranks: testRanks(rank.NewMemory(clk.now), s)})
 	mustRun(t, rt, `m = shield.rank("season", { reset = "monthly", archive = false }); m:update("a", 1)`)
-	if err := s.fire(t, "rank:season:reset"); err != nil {
+	if err := s.fire(t, "rank:season:reset", clk.now()); err != nil {
 		t.Fatal(err)
 	}
 	mustRun(t, rt, `
@@ -200,49 +212,47 @@ func TestRankResetWithoutArchiveOnlyClears(t *testing.T) {
 		assert(none == nil and why == "not_found")`)
 }
 
-func TestResetPlanDatesThePeriodThatEnded(t *testing.T) {
-	at := func(s string) time.Time {
-		t.Helper()
-		v, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	cases := []struct {
-		plan resetPlan
-		now  string
-		want string
-	}{
-		{resetPlan{period: "daily"}, "2024-05-02T00:00:00.3Z", "20240501"},
-		{resetPlan{period: "daily"}, "2024-05-01T23:59:58Z", "20240501"}, // early: the reset of 05-02 00:00
-		{resetPlan{period: "daily"}, "2024-03-01T00:00:01Z", "20240229"}, // leap day
-		{resetPlan{period: "daily"}, "2025-01-01T00:00:00Z", "20241231"},
-		{resetPlan{period: "daily", hour: 5, minute: 30}, "2024-05-02T05:30:02Z", "20240501"},
-		{resetPlan{period: "daily", hour: 23, minute: 59}, "2024-05-02T23:59:00Z", "20240501"},
-		{resetPlan{period: "weekly"}, "2024-05-13T00:00:00.5Z", "20240506"}, // Monday 13th closes the week of Monday 6th
-		{resetPlan{period: "weekly"}, "2024-05-12T23:59:59Z", "20240506"},
-		{resetPlan{period: "weekly", hour: 12}, "2024-01-01T12:00:01Z", "20231225"},
-		{resetPlan{period: "monthly"}, "2024-06-01T00:00:00.1Z", "20240501"},
-		{resetPlan{period: "monthly"}, "2024-01-01T00:00:03Z", "20231201"},
-		{resetPlan{period: "monthly"}, "2024-03-31T23:59:59Z", "20240301"}, // early for April 1st
-		{resetPlan{period: "monthly", hour: 6}, "2024-03-01T06:00:00Z", "20240201"},
-	}
-	for _, c := range cases {
-		if got := c.plan.endedPeriod(at(c.now)); got != c.want {
-			t.Errorf("%s at %s: %s, want %s", c.plan.period, c.now, got, c.want)
-		}
-	}
-	for _, c := range []struct {
-		plan resetPlan
-		want string
-	}{
-		{resetPlan{period: "daily", hour: 3, minute: 7}, "7 3 * * *"},
-		{resetPlan{period: "weekly"}, "0 0 * * 1"},
-		{resetPlan{period: "monthly", hour: 23, minute: 59}, "59 23 1 * *"},
-	} {
-		if got := c.plan.cron(); got != c.want {
-			t.Errorf("%+v: cron %q, want %q", c.plan, got, c.want)
-		}
+// A manual scheduler:trigger of a board's reset task changes nothing and
+// says why (rank.ErrManualReset); the next firing still closes the whole
+// period: the scores made before and after the trigger are archived under
+// the period's date and the board is cleared. (It used to close the period
+// under way, so the next firing found it closed, changed nothing, and the
+// scores made after the trigger carried over into the next period.)
+func TestRankResetTriggerDoesNotConsumeTheNextFiring(t *testing.T) {
+	for name, newStore := range schedStores(t) {
+		t.Run(name, func(t *testing.T) {
+			clk := testclock.New() // 2025-01-01 00:00 UTC
+			clk.Advance(12*time.Hour + 30*time.Minute)
+			f := newSchedProcess(t, clk, newStore(t, clk))
+			var backend rank.Backend = rank.NewMemory(clk.Now)
+			if name == "redis" {
+				backend = rank.NewRedis(testredis.Standalone(t), testredis.Prefix(t))
+			}
+			rt := newTestRuntime(t, &Services{Scheduler: f.s, Ranks: testRanks(backend, EngineResets{Engine: f.s.Engine}),
+				Now: clk.Now, Log: logTo(f.log)})
+			mustRun(t, rt, `
+				s = shield.scheduler()
+				board = shield.rank("daily", { reset = "daily" })
+				board:update("before", 1)
+				assert(s:trigger("rank:daily:reset"))`)
+			eventually(t, rt, "the manual run", func(L *lua.LState) bool {
+				return luaNum(L, `s:get("rank:daily:reset"):run_count()`) >= 1
+			})
+			mustRun(t, rt, `
+				local info = s:get("rank:daily:reset"):info()
+				assert(info.failed == 1, info.failed)
+				assert(info.last_error:find("a periodic reset runs only at its scheduled firings", 1, true), info.last_error)
+				assert(board:count() == 1, "the manual run cleared the board")
+				board:update("after", 2)`)
+
+			clk.Advance(11*time.Hour + 29*time.Minute) // 23:59
+			f.advanceUntil(rt, time.Second, "the firing of 2025-01-02 00:00", func(L *lua.LState) bool {
+				return luaNum(L, `s:get("rank:daily:reset"):run_count()`) >= 2
+			})
+			mustRun(t, rt, `
+				assert(board:count() == 0, "the firing did not clear the board")
+				local a = assert(board:archive("20250101"))
+				assert(#a == 2 and a[1].uid == "after" and a[2].uid == "before", #a)`)
+		})
 	}
 }

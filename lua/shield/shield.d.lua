@@ -536,9 +536,11 @@ function rank:snapshot(start, stop) end
 ---@return "not_found"?
 function rank:archive(date) end
 
---- Returns a handle on the leaderboard name (no I/O); handles of one name
---- share the board. With reset, registers the periodic reset task
---- "rank:<name>:reset" once per process (raises without the scheduler).
+--- Returns a handle on the leaderboard name (no I/O without reset); handles
+--- of one name share the board. With reset, registers the periodic reset
+--- task "rank:<name>:reset" once per process before it returns (on a Redis
+--- scheduler store a blocking call); raises without the scheduler or when
+--- the registration fails (the next declaration tries again).
 ---@param name string
 ---@param opts? shield.rank_options
 ---@return shield.rank

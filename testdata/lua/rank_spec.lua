@@ -308,15 +308,34 @@ describe("shield.rank", function()
 		end
 		board({ reset = "weekly", reset_time = "05:15" })
 		local name = "rank:spec:" .. run .. ":" .. n .. ":reset"
-		local s, task = shield.scheduler(), nil
-		local deadline = shield.now_ms() + 5000
-		repeat -- a distributed registration on Redis goes out asynchronously
-			task = s:get(name)
-			if not task then shield.sleep(5) end
-		until task or shield.now_ms() > deadline
+		local s = shield.scheduler()
+		local task = s:get(name) -- registered before shield.rank returned
 		assert.truthy(task, name .. " not registered")
 		assert.are.equal("15 5 * * 1", task:schedule())
 		assert.is_true(task:info().distributed)
+		local listed = false
+		for _, t in ipairs(s:list()) do listed = listed or t:name() == name end
+		assert.is_true(listed, name .. " not listed")
+		assert.is_true(s:remove(name))
+	end)
+
+	it("does not reset on a manual trigger of its reset task", function()
+		if not shield.scheduler then return end
+		local r = board({ reset = "daily" })
+		r:update("a", 1)
+		local name = "rank:spec:" .. run .. ":" .. n .. ":reset"
+		local s = shield.scheduler()
+		assert.is_true(s:trigger(name))
+		local deadline = shield.now_ms() + 5000
+		while s:get(name):run_count() < 1 do
+			assert.is_true(shield.now_ms() < deadline, "the manual run did not finish")
+			shield.sleep(5)
+		end
+		local info = s:get(name):info()
+		assert.are.equal(1, info.failed)
+		assert.truthy(info.last_error:find("a periodic reset runs only at its scheduled firings", 1, true), info.last_error)
+		assert.are.equal(1, r:count())
+		assert.are.equal(1, r:score("a"))
 		assert.is_true(s:remove(name))
 	end)
 
