@@ -90,7 +90,13 @@ func (rt *Runtime) sleep(L *lua.LState) int {
 			rt.postLocal(func() { complete(noResults) })
 			return
 		}
-		time.AfterFunc(d, func() { complete(noResults) })
+		// The timer completes the sleep through a post, so on the loop: the
+		// completion cannot come before this task has yielded. Called from
+		// the timer's goroutine it could, when the loop was descheduled for
+		// d between arming it and parking, and the sleep would return
+		// without yielding — a task spawned just before it had not started
+		// yet (a 1 ms sleep, on a loaded machine).
+		time.AfterFunc(d, func() { rt.Post(func() { complete(noResults) }) })
 	})
 }
 

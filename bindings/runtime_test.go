@@ -195,6 +195,24 @@ func TestSpawnedTaskStartsBeforeALaterTimer(t *testing.T) {
 	}
 }
 
+// A sleep always yields, even when its timer fires before the task has
+// parked (a 1 µs sleep's timer usually does; so does a 1 ms one on a
+// loaded machine): the task spawned just before it starts first.
+func TestASleepYieldsEvenWhenItsTimerFiresAtOnce(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	mustRun(t, rt, `
+		missed = 0
+		for i = 1, 300 do
+			local started = false
+			shield.spawn(function() started = true end)
+			shield.sleep(0.001)
+			if not started then missed = missed + 1 end
+		end`)
+	if n := global(t, rt, "missed"); n != lua.LNumber(0) {
+		t.Fatalf("%v of 300 sleeps returned before the task spawned before them started", n)
+	}
+}
+
 func TestOwnerIdentity(t *testing.T) {
 	rt := newTestRuntime(t, &Services{Owner: Owner{NodeID: "node-1", ServiceID: 12345, Instance: "ab12"}})
 	mustRun(t, rt, `
