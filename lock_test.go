@@ -341,3 +341,39 @@ func TestLockOutsideTasksOnRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An acquire given no timeout and no wait option gives up after lock.wait,
+// so the spec's 全服BOSS example can take its "busy" branch (it waited
+// forever before).
+func TestAcquireWithoutWaitGivesUpAfterLockWait(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{{"memory", config.Default()}, {"redis", redisConfig(t)}} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := c.cfg
+			cfg.Lock.Wait = 300
+			rt := newRuntime(t, newModule(t, cfg))
+			mustRunLua(t, rt, `
+				local lock = shield.lock()
+				local held = assert(lock:acquire("boss_spawn", { ttl = 60000 }))
+				local got, why, mutex_ok, mutex_why
+				local took
+				shield.spawn(function()
+					local t0 = shield.now_ms()
+					got, why = lock:acquire("boss_spawn", { ttl = 60000, reentrant = true })
+					took = shield.now_ms() - t0
+				end)
+				local m = shield.mutex("local_boss")
+				assert(m:acquire())
+				shield.spawn(function() mutex_ok, mutex_why = shield.mutex("local_boss"):acquire() end)
+				local deadline = shield.now_ms() + 10000
+				while (why == nil or mutex_why == nil) and shield.now_ms() < deadline do shield.sleep(20) end
+				assert(got == nil and why == "timeout", "lock:acquire gave " .. tostring(got) .. ", " .. tostring(why))
+				assert(took >= 290, "gave up after " .. tostring(took) .. " ms, before lock.wait")
+				assert(mutex_ok == false and mutex_why == "timeout", "mutex:acquire gave " .. tostring(mutex_ok) .. ", " .. tostring(mutex_why))
+				held:release()
+				m:release()`)
+		})
+	}
+}

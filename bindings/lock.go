@@ -566,7 +566,7 @@ func (b *lockBinding) lost1(lo *lockObj, h *lock.Hold) {
 // ---- shield.lock()
 
 // lock:acquire(name [, opts]) -> handle | nil, "timeout" | "lost": waits up to
-// opts.wait (0 = forever). lock:try_acquire(name [, opts]) -> handle | nil.
+// opts.wait (default lock.wait; 0 = no limit). lock:try_acquire(name [, opts]) -> handle | nil.
 func (b *lockBinding) mgr(L *lua.LState, fn string) int {
 	a := argsOf(L, lockManagerType, fn)
 	if _, ok := a.self(1, lockManagerType).(*lockBinding); !ok {

@@ -40,7 +40,7 @@ func (l *Locks) service(log *slog.Logger) *lock.Service {
 			Defaults: lock.Defaults{
 				TTL: ms(c.DefaultTTL), MaxTTL: ms(c.MaxTTL), Retry: ms(c.Retry), MaxRetries: c.MaxRetries,
 				Reentrant: c.Reentrant, AutoExtend: c.AutoExtend.Enabled, ExtendInterval: ms(c.AutoExtend.Interval),
-				Fair: c.Fair.Enabled,
+				Fair: c.Fair.Enabled, Wait: ms(c.Wait),
 			},
 		})
 	})

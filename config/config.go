@@ -191,6 +191,10 @@ type Lock struct {
 	// MaxRetries caps acquire retries; 0 means unlimited; must be >= 0.
 	// Default 0.
 	MaxRetries int `yaml:"max_retries"`
+	// Wait is how long an acquire given no timeout (and no wait option)
+	// waits before it gives up with "timeout", in milliseconds; 0 means no
+	// limit; must be >= 0. Default 10000 (the spec's example).
+	Wait int64 `yaml:"wait"`
 	// AutoExtend is the watchdog that extends held locks.
 	AutoExtend AutoExtend `yaml:"auto_extend"`
 	// Fair selects FIFO (fair) locks.
@@ -393,6 +397,7 @@ func Default() Config {
 			Reentrant:  true,
 			Retry:      100,
 			MaxRetries: 0,
+			Wait:       10000,
 			AutoExtend: AutoExtend{Enabled: true, Interval: 10000},
 			Fair:       Fair{Enabled: false},
 			Redlock:    Redlock{Enabled: false, Quorum: 3, Addrs: nil},

@@ -80,6 +80,7 @@ func TestDefaults(t *testing.T) {
 		{"lock.reentrant", d.Lock.Reentrant, true},
 		{"lock.retry", d.Lock.Retry, int64(100)},
 		{"lock.max_retries", d.Lock.MaxRetries, 0},
+		{"lock.wait", d.Lock.Wait, int64(10000)},
 		{"lock.auto_extend.enabled", d.Lock.AutoExtend.Enabled, true},
 		{"lock.auto_extend.interval", d.Lock.AutoExtend.Interval, int64(10000)},
 		{"lock.fair.enabled", d.Lock.Fair.Enabled, false},

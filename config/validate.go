@@ -237,6 +237,7 @@ func (v *validator) lock(l *Lock) {
 	}
 	v.positive("lock.retry", l.Retry, maxMillis)
 	v.nonNegative("lock.max_retries", int64(l.MaxRetries), 0)
+	v.nonNegative("lock.wait", l.Wait, maxMillis)
 
 	v.positive("lock.auto_extend.interval", l.AutoExtend.Interval, maxMillis)
 	if l.AutoExtend.Interval > 0 && l.DefaultTTL > 0 && l.AutoExtend.Interval >= l.DefaultTTL {

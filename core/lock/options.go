@@ -46,6 +46,8 @@ type Defaults struct {
 	ExtendInterval time.Duration
 	// Fair makes distributed locks FIFO across processes (lock.fair.enabled).
 	Fair bool
+	// Wait is the timeout of an acquire given none (lock.wait); 0: none.
+	Wait time.Duration
 }
 
 // Given are the options a caller passed when making a lock object; a nil
@@ -111,7 +113,7 @@ func IsOptionError(err error) (*OptionError, bool) {
 // (*OptionError): a ttl above MaxTTL, auto_extend without a ttl, an
 // extend_interval not shorter than the ttl, fair on Redlock.
 func (d Defaults) resolve(scope Scope, g Given, redlock bool) (Settings, error) {
-	s := Settings{Retry: d.Retry, MaxRetries: d.MaxRetries, Reentrant: d.Reentrant, ExtendInterval: d.ExtendInterval}
+	s := Settings{Retry: d.Retry, MaxRetries: d.MaxRetries, Reentrant: d.Reentrant, ExtendInterval: d.ExtendInterval, Wait: d.Wait}
 	if scope == Distributed {
 		s.TTL, s.Fair, s.AutoExtend = d.TTL, d.Fair, d.AutoExtend
 	}
