@@ -138,8 +138,8 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 
 // makeObj builds a lock object of kind; a bad option raises an argument
 // error at n.
-func (b *lockBinding) makeObj(a args, n int, kind, name string, mode lock.Mode, scope lock.Scope, spin bool, g lock.Given, onLost *lua.LFunction) *lua.LUserData {
-	l, err := b.sess.NewLock(lock.Spec{Name: name, Mode: mode, Scope: scope, Spin: spin, Given: g})
+func (b *lockBinding) makeObj(a args, n int, kind string, spec lock.Spec, onLost *lua.LFunction) *lua.LUserData {
+	l, err := b.sess.NewLock(spec)
 	if err != nil {
 		if oe, ok := lock.IsOptionError(err); ok {
 			a.bad(n, oe.Msg)
@@ -161,7 +161,7 @@ func (b *lockBinding) newLock(L *lua.LState, kind string, scope lock.Scope, spin
 	a := argsOf(L, "shield", kind[len("shield."):])
 	name := a.key(1)
 	g, onLost := lockOptions(a, 2)
-	L.Push(b.makeObj(a, 2, kind, name, lock.Exclusive, scope, spin, g, onLost))
+	L.Push(b.makeObj(a, 2, kind, lock.Spec{Name: name, Mode: lock.Exclusive, Scope: scope, Spin: spin, Given: g}, onLost))
 	return 1
 }
 
@@ -172,8 +172,11 @@ func (b *lockBinding) newRW(L *lua.LState, typ string, scope lock.Scope) int {
 	name := a.key(1)
 	g, onLost := lockOptions(a, 2)
 	pair := L.NewTable()
-	pair.RawSetString("read_lock", b.makeObj(a, 2, typ+":read_lock", name, lock.Shared, scope, false, g, onLost))
-	pair.RawSetString("write_lock", b.makeObj(a, 2, typ+":write_lock", name, lock.Exclusive, scope, false, g, onLost))
+	side := func(mode lock.Mode) lock.Spec {
+		return lock.Spec{Name: name, Mode: mode, Scope: scope, ReadWrite: true, Given: g}
+	}
+	pair.RawSetString("read_lock", b.makeObj(a, 2, typ+":read_lock", side(lock.Shared), onLost))
+	pair.RawSetString("write_lock", b.makeObj(a, 2, typ+":write_lock", side(lock.Exclusive), onLost))
 	ud := L.NewUserData()
 	ud.Value = pair
 	ud.Metatable = b.mts[typ]
@@ -574,7 +577,7 @@ func (b *lockBinding) mgr(L *lua.LState, fn string) int {
 	}
 	name := a.key(2)
 	g, onLost := lockOptions(a, 3)
-	ud := b.makeObj(a, 3, kindHandle, name, lock.Exclusive, lock.Distributed, false, g, onLost)
+	ud := b.makeObj(a, 3, kindHandle, lock.Spec{Name: name, Mode: lock.Exclusive, Scope: lock.Distributed, Given: g}, onLost)
 	lo := ud.Value.(*lockObj)
 	timeout := lock.TryOnce
 	if fn == "acquire" {

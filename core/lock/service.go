@@ -32,8 +32,9 @@ type ServiceConfig struct {
 	Local *local.Manager
 	// Dist backs distributed locks; nil: NewLock refuses Distributed specs.
 	Dist Backend
-	// Redlock, when set, backs distributed exclusive locks (read-write
-	// locks keep Dist: Redlock has no shared mode).
+	// Redlock, when set, backs distributed exclusive locks (both sides of
+	// read-write locks keep Dist: Redlock has no shared mode; see
+	// Spec.ReadWrite).
 	Redlock Backend
 	// Defaults are the configured option defaults.
 	Defaults Defaults

@@ -45,6 +45,11 @@ type Spec struct {
 	// the goroutine, before it queues: a short hold by another Lua state
 	// then costs no suspension.
 	Spin bool
+	// ReadWrite marks a side of a read-write lock. Both sides of a
+	// distributed one stay on the Dist backend even when the Service has
+	// Redlock (which has no shared mode): a writer on the Redlock nodes
+	// and a reader on the single Redis would not exclude each other.
+	ReadWrite bool
 	// Given are the caller's options.
 	Given Given
 }
@@ -77,7 +82,7 @@ func (s *Session) NewLock(spec Spec) (*Lock, error) {
 	redlock := false
 	if spec.Scope == Distributed {
 		l.be = s.svc.dist
-		if s.svc.redlock != nil && spec.Mode == Exclusive {
+		if s.svc.redlock != nil && spec.Mode == Exclusive && !spec.ReadWrite {
 			l.be, redlock = s.svc.redlock, true
 		}
 		if l.be == nil {

@@ -834,3 +834,35 @@ func TestSessionLateLocalGrantLeaseEndsWithTheLock(t *testing.T) {
 		t.Fatalf("the lock had not expired: %v", r.err)
 	}
 }
+
+// With Redlock, both sides of a distributed read-write lock stay on the
+// single Redis (Dist): a writer on the Redlock nodes and a reader on Dist
+// in another process held the lock at once.
+func TestRedlockLeavesBothSidesOfARWLockOnOneBackend(t *testing.T) {
+	dist := NewMemory(nil)
+	newRedlockProc := func() *proc {
+		buf := &syncBuffer{}
+		svc := NewService(ServiceConfig{Local: local.NewManager(time.Now), Dist: dist, Defaults: testDefaults,
+			Redlock: NewRedlock([]Backend{NewMemory(nil), NewMemory(nil), NewMemory(nil)}, 2), Clock: realClock{},
+			Log: slog.New(slog.NewTextHandler(buf, nil))})
+		return newSession(t, svc, buf)
+	}
+	writerProc, readerProc := newRedlockProc(), newRedlockProc()
+	side := func(p *proc, mode Mode) *Lock {
+		return p.lock(Spec{Name: "rw", Mode: mode, Scope: Distributed, ReadWrite: true})
+	}
+	w := writerProc.mustAcquire(side(writerProc, Exclusive), ownerA, TryOnce)
+	if r := wait(t, readerProc.start(side(readerProc, Shared), ownerB, TryOnce), "read try"); r.err == nil {
+		t.Fatalf("a reader in another process got the read side while the writer held the write side")
+	}
+	writerProc.mustRelease(w, 0)
+	rd := readerProc.mustAcquire(side(readerProc, Shared), ownerB, TryOnce)
+	if r := wait(t, writerProc.start(side(writerProc, Exclusive), ownerA, TryOnce), "write try"); r.err == nil {
+		t.Fatalf("a writer in another process got the write side while a reader held the read side")
+	}
+	readerProc.mustRelease(rd, 0)
+	// A plain distributed mutex still goes to the Redlock nodes.
+	if m := writerProc.lock(Spec{Name: "m", Mode: Exclusive, Scope: Distributed}); m.be != writerProc.svc.redlock {
+		t.Fatalf("a distributed mutex is not on Redlock")
+	}
+}
