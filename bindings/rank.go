@@ -309,10 +309,15 @@ func scoreArg(a args, n int, what string) float64 {
 	return x
 }
 
-// intArg is an integer in [min, maxRankCount].
+// intArg is an integer >= min. One above maxRankCount (math.huge
+// included) reads as maxRankCount, which no board reaches: top(math.huge)
+// and range(1, 2^50) mean "to the end".
 func intArg(a args, n int, what string, min int) int {
 	x := a.num(n)
-	if x != math.Trunc(x) || x < float64(min) || x > maxRankCount {
+	if x > maxRankCount {
+		return maxRankCount
+	}
+	if x != math.Trunc(x) || x < float64(min) {
 		a.bad(n, fmt.Sprintf("%s must be an integer >= %d, got %s", what, min, lua.LNumber(x).String()))
 	}
 	return int(x)

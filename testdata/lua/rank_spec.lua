@@ -141,6 +141,18 @@ describe("shield.rank", function()
 		assert.are.equal(10, #r:top(1000))
 	end)
 
+	it("reads a count or stop beyond any board as to the end", function()
+		local r = board()
+		for i = 1, 3 do r:update("e" .. i, i) end
+		assert.are.equal(3, #r:top(math.huge))
+		assert.are.equal(3, #r:top(2 ^ 60))
+		assert.are.equal(2, #r:range(2, 2 ^ 60))
+		assert.are.equal(0, #r:range(2 ^ 50, 2 ^ 60))
+		local around = r:around("e2", math.huge)
+		assert.are.equal(1, #around.above)
+		assert.are.equal(1, #around.below)
+	end)
+
 	it("finds the neighbours with around, clipped at the ends", function()
 		local r = board()
 		r:mupdate({ a = 5, b = 4, c = 3, d = 2, e = 1 })
