@@ -107,3 +107,29 @@ func TestSlidingWindowIsUnavailableWithinItsTimeoutWhileRedisHangs(t *testing.T)
 		}
 	}
 }
+
+// shield.global():set and incr fail within global.redis.read_timeout (3 s
+// by default) while Redis hangs, raising "Redis did not answer". Before,
+// a set (with its cache-sync announcement, a pipeline) took the client's
+// three retries: 12 s.
+func TestGlobalSetAndIncrFailWithinTheReadTimeoutWhileRedisHangs(t *testing.T) {
+	srv := testredis.StartServer(t)
+	cfg := config.Default()
+	cfg.Global.Redis.URL = srv.URL()
+	rt := newRuntime(t, newModule(t, cfg))
+	mustRunLua(t, rt, `assert(shield.global():set("k", 1))`)
+	srv.Freeze()
+	const bound = 3*time.Second + 1500*time.Millisecond // read_timeout + generous slack
+	for _, call := range []string{`g:set("k", 2)`, `g:incr("n", 1)`} {
+		start := time.Now()
+		err := rt.RunString(fmt.Sprintf(`g = shield.global(); local r = %s; error("returned " .. tostring(r))`, call), "kv.lua")
+		took := time.Since(start)
+		if err == nil || !strings.Contains(err.Error(), "Redis did not answer") {
+			t.Fatalf("%s while Redis hangs: %v; want an error saying Redis did not answer", call, err)
+		}
+		if took > bound {
+			t.Fatalf("%s failed after %v; want within read_timeout (3s) + slack", call, took)
+		}
+		t.Logf("%s failed after %v: %v", call, took, err)
+	}
+}

@@ -17,9 +17,10 @@ import (
 // A Redis that does not answer — frozen by SIGSTOP, or behind a blackhole
 // that accepts and reads but never replies — fails set and incr within
 // store.OpTimeout (global.redis.read_timeout), not after go-redis's
-// retries: (MaxRetries+1) read timeouts plus dials, 12.2 s with the default
-// 3 s before the fix. The test uses a 1 s read timeout; the old code took
-// at least 4 s.
+// retries: a pipeline (the runtime's batch of a loop turn) took
+// (MaxRetries+1) read timeouts, 12.2 s with the default 3 s, before the
+// fix. The test uses a 1 s read timeout; the old code took 4 s for the
+// batch (and 2 s for a lone set).
 func TestSetAndIncrFailWithinTheReadTimeoutWhenRedisDoesNotAnswer(t *testing.T) {
 	srv := testredis.StartServer(t)
 	proxy, err := faultproxy.Start(srv.Addr)
@@ -59,6 +60,18 @@ func TestSetAndIncrFailWithinTheReadTimeoutWhenRedisDoesNotAnswer(t *testing.T) 
 			for name, op := range map[string]func() error{
 				"set":  func() error { _, err := s.Set("k", []byte("v"), 0).Do(ctx); return err },
 				"incr": func() error { _, err := s.IncrBy("n", 1).Do(ctx); return err },
+				// As the runtime sends a loop turn's calls: one pipeline,
+				// which go-redis retried 3 times, a read timeout each.
+				"set and incr in one batch": func() error {
+					var b store.Batch
+					set, incr := s.Set("k", []byte("v"), 0), s.IncrBy("n", 1)
+					b.Add(set)
+					b.Add(incr)
+					b.Exec(ctx)
+					_, err1 := set.Result()
+					_, err2 := incr.Result()
+					return errors.Join(err1, err2)
+				},
 			} {
 				start := time.Now()
 				err := op()

@@ -214,11 +214,8 @@ func (b *Batch) Exec(ctx context.Context) {
 			budget = max(budget, OpTimeout(c))
 		}
 	}
-	if budget > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, budget)
-		defer cancel()
-	}
+	ctx, cancel := withBudget(ctx, budget)
+	defer cancel()
 	start := time.Now()
 	for _, c := range clients {
 		var cmds []redis.Cmder
@@ -295,6 +292,21 @@ func OpTimeout(c redis.UniversalClient) time.Duration {
 		d = c.Options().ReadTimeout
 	}
 	return max(d, 0)
+}
+
+// Bound returns ctx with OpTimeout(c) as its deadline (unless ctx has an
+// earlier one): for the round trips a capability sends on c outside a
+// Batch (transactions, a KindWork op's own commands), so they keep the
+// bound every Batch has.
+func Bound(ctx context.Context, c redis.UniversalClient) (context.Context, context.CancelFunc) {
+	return withBudget(ctx, OpTimeout(c))
+}
+
+func withBudget(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 func containsClient(cs []redis.UniversalClient, c redis.UniversalClient) bool {
