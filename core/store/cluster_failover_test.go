@@ -160,10 +160,11 @@ func TestClusterClientFollowsAPromotedReplica(t *testing.T) {
 	}
 	lag := resumed.Sub(at)
 	t.Logf("promoted %v after the kill; writes resumed %v after the promotion", at.Sub(killed).Round(time.Millisecond), lag.Round(time.Millisecond))
-	// Generous for a loaded machine: with the reload on failure it is a
-	// reload (a few ms) after the first failure that follows the promotion.
-	if lag > 2*time.Second {
-		t.Fatalf("writes resumed %v after the promotion; want within 2 s", lag)
+	// Generous for a loaded machine (0.56–1.1 s measured: a failing write
+	// to the dead address retries its dial 5 times, then the reload); the
+	// old client had not resumed 40 s after the kill.
+	if lag > 3*time.Second {
+		t.Fatalf("writes resumed %v after the promotion; want within 3 s", lag)
 	}
 
 }
