@@ -66,14 +66,16 @@ func TestWaitingPopRaisesWhenRedisFreezesMidWait(t *testing.T) {
 	srv, rt := frozenRedisModule(t)
 	mustRunLua(t, rt, `assert(shield.queue("q"):length() == 0)`)
 	const timeout = 3500 * time.Millisecond
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		srv.Freeze()
-	}()
 	start := time.Now()
-	err := rt.RunString(fmt.Sprintf(`
-		local msg, why = shield.queue("q"):pop(%d)
-		error("pop returned " .. tostring(msg) .. ", " .. tostring(why))`, timeout.Milliseconds()), "wait.lua")
+	done := make(chan error, 1)
+	go func() {
+		done <- rt.RunString(fmt.Sprintf(`
+			local msg, why = shield.queue("q"):pop(%d)
+			error("pop returned " .. tostring(msg) .. ", " .. tostring(why))`, timeout.Milliseconds()), "wait.lua")
+	}()
+	time.Sleep(300 * time.Millisecond) // the pop is waiting (or, on a slow machine, still in its first pop)
+	srv.Freeze()
+	err := <-done
 	took := time.Since(start)
 	if err == nil || !strings.Contains(err.Error(), "Redis did not answer") {
 		t.Fatalf("pop(%v) with Redis frozen mid-wait: %v; want an error saying Redis did not answer", timeout, err)
