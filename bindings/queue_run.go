@@ -94,19 +94,62 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 		wait := func(d time.Duration) { st.cancel = k.w.PopWait(d, deliver) }
 		switch {
 		case mode == modeYield && !o.b.svc.Inline:
+			// The first pop shares the loop turn's pipeline, whose deadline
+			// is the client's (global.redis.read_timeout), not this pop's:
+			// a Redis that does not answer must not hold the task past its
+			// timeout, so a timer ends the wait at the deadline with the
+			// error, and a reply that comes after it goes back.
+			gaveUp, answered := false, false // loop only
+			stopTimer := func() bool { return false }
+			if timeout > 0 {
+				t := time.AfterFunc(timeout, func() {
+					rt.Post(func() {
+						if answered {
+							return
+						}
+						gaveUp = true
+						var zero T
+						deliver(zero, queue.Unanswered(o.name, timeout))
+					})
+				})
+				stopTimer = t.Stop
+			}
 			Go(rt, k.first(), func(v T, err error) { // on the loop
+				answered = true
+				stopTimer()
 				switch {
+				case gaveUp:
+					if err == nil {
+						k.giveBack(v)
+					}
 				case err == nil || timeout <= 0 || errors.Is(err, queue.ErrClosed):
 					deliver(v, err)
 				case time.Until(deadline) <= 0:
-					deliver(v, queue.ErrTimeout)
+					if errors.Is(err, queue.ErrEmpty) {
+						err = queue.ErrTimeout
+					}
+					deliver(v, err) // the queue was empty, or Redis failed
 				default: // empty, or Redis trouble: the backend's wait retries
 					st.mu.Lock()
 					ended := st.ended
 					st.mu.Unlock()
-					if !ended {
-						wait(time.Until(deadline))
+					if ended {
+						return
 					}
+					if !errors.Is(err, store.ErrNoAnswer) {
+						wait(time.Until(deadline))
+						return
+					}
+					// Redis already let this pop go unanswered for the
+					// client's whole deadline: a wait that ends without a
+					// message says so, even if the notifier's own pop has
+					// been in flight for less than queue.NoAnswerAfter.
+					st.cancel = k.w.PopWait(time.Until(deadline), func(v T, werr error) {
+						if errors.Is(werr, queue.ErrTimeout) {
+							werr = err
+						}
+						deliver(v, werr)
+					})
 				}
 			})
 		default:

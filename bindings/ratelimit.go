@@ -1,6 +1,7 @@
 package bindings
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/ratelimit"
+	"github.com/shieldrt/shieldglobal/core/store"
 )
 
 // rateLimiterType is the type name of both kinds of limiter object: they
@@ -397,7 +399,8 @@ func (rt *Runtime) untilEnd(stop func()) (forget func()) {
 // l:allow(key [, n]) -> true, or false, "rejected" | "unavailable": one
 // script call in this loop turn's pipeline (inline on memory). The op's
 // error goes through Outcome, so an unreachable Redis is the "unavailable"
-// decision; what Outcome still returns (a bad reply) raises.
+// decision; what Outcome still returns (a bad reply) raises. The call
+// answers within rate_limiter.timeout (swTry).
 func (b *limiterBinding) swAllow(L *lua.LState) int {
 	o := b.sw(L, "allow")
 	key := limiterKey(L, "allow")
@@ -405,17 +408,68 @@ func (b *limiterBinding) swAllow(L *lua.LState) int {
 	if L.GetTop() >= 3 {
 		n = count(L, "allow", 3)
 	}
-	return RunOutcome(b.rt, L, o.call+":allow", o.l.AllowOp(key, n), func(_ *lua.LState, d ratelimit.Decision, err error) ([]lua.LValue, error) {
-		if d, err = o.l.Outcome(d, err); err != nil {
-			return nil, err
+	name := o.call + ":allow"
+	rt := b.rt
+	result := func(d ratelimit.Decision, err error) Result {
+		return func() ([]lua.LValue, error) {
+			switch {
+			case err != nil:
+				return nil, err
+			case d.Allowed:
+				return []lua.LValue{lua.LTrue}, nil
+			case d.Reason == ratelimit.Unavailable:
+				return []lua.LValue{lua.LFalse, luaUnavailable}, nil
+			}
+			return []lua.LValue{lua.LFalse, luaRejected}, nil
 		}
-		switch {
-		case d.Allowed:
-			return []lua.LValue{lua.LTrue}, nil
-		case d.Reason == ratelimit.Unavailable:
-			return []lua.LValue{lua.LFalse, luaUnavailable}, nil
+	}
+	op := o.l.AllowOp(key, n)
+	if op.Kind() != store.KindRedis {
+		return RunOutcome(rt, L, name, op, func(_ *lua.LState, d ratelimit.Decision, err error) ([]lua.LValue, error) {
+			return result(o.l.Outcome(d, err))()
+		})
+	}
+	switch rt.callMode(L) {
+	case modeForbidden:
+		rt.refuseBlock(L, name)
+	case modeSync:
+		ctx, cancel := context.WithTimeout(rt.ctx, o.l.Timeout())
+		defer cancel()
+		return rt.returnResult(L, name, result(o.l.Outcome(op.Do(ctx))))
+	}
+	return rt.Suspend(L, name, func(complete func(Result)) {
+		swTry(rt, o.l, key, op, func(d ratelimit.Decision, err error) { complete(result(d, err)) })
+	})
+}
+
+// swTry runs op, an AllowOp of l for key, in this loop turn's pipeline and
+// calls done on the loop once with its Outcome — or, when Redis has not
+// answered within l.Timeout(), with the Unavailable decision then. The
+// pipeline's own deadline is the client's (global.redis.read_timeout,
+// seconds), too long for a limiter that must answer "unavailable" in well
+// under a second; a reply that comes after done was called is only counted
+// (Unanswered).
+func swTry(rt *Runtime, l *ratelimit.SlidingWindow, key string, op *store.Op[ratelimit.Decision], done func(ratelimit.Decision, error)) {
+	if op.Kind() != store.KindRedis {
+		Go(rt, op, func(d ratelimit.Decision, err error) { done(l.Outcome(d, err)) })
+		return
+	}
+	settled := false // loop only
+	timeout := l.Timeout()
+	timer := time.AfterFunc(timeout, func() {
+		rt.Post(func() {
+			if !settled {
+				settled = true
+				done(l.Unanswered(key, timeout), nil)
+			}
+		})
+	})
+	Go(rt, op, func(d ratelimit.Decision, err error) {
+		if !settled {
+			settled = true
+			timer.Stop()
+			done(l.Outcome(d, err))
 		}
-		return []lua.LValue{lua.LFalse, luaRejected}, nil
 	})
 }
 
@@ -460,7 +514,7 @@ func (b *limiterBinding) swWait(L *lua.LState) int {
 	if rt.callMode(L) == modeSync {
 		// Outside any task the loop itself waits (Suspend would too).
 		for {
-			dec, err := o.l.Outcome(o.l.AllowOp(key, n).Do(rt.ctx))
+			dec, err := o.l.Allow(rt.ctx, key, n)
 			if err != nil {
 				raise(L, "%s: %s", name, err.Error())
 			}
@@ -495,11 +549,11 @@ func (b *limiterBinding) swWait(L *lua.LState) int {
 			if over {
 				return
 			}
-			Go(rt, o.l.AllowOp(key, n), func(dec ratelimit.Decision, err error) {
+			swTry(rt, o.l, key, o.l.AllowOp(key, n), func(dec ratelimit.Decision, err error) {
 				if over {
 					return
 				}
-				if dec, err = o.l.Outcome(dec, err); err != nil {
+				if err != nil {
 					finish(func() ([]lua.LValue, error) { return nil, err })
 					return
 				}

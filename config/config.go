@@ -303,6 +303,10 @@ type RateLimiter struct {
 	SyncInterval int64 `yaml:"sync_interval"`
 	// CleanupInterval in milliseconds; must be > 0. Default 60000.
 	CleanupInterval int64 `yaml:"cleanup_interval"`
+	// Timeout in milliseconds: how long a sliding window's allow (and each
+	// try of its wait) waits for Redis before it answers "unavailable";
+	// must be > 0. Default 300.
+	Timeout int64 `yaml:"timeout"`
 }
 
 // Scheduler is the "scheduler" section.
@@ -431,6 +435,7 @@ func Default() Config {
 			Algorithm:       AlgorithmTokenBucket,
 			SyncInterval:    1000,
 			CleanupInterval: 60000,
+			Timeout:         300,
 		},
 		Scheduler: Scheduler{
 			Enabled:     true,

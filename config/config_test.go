@@ -100,6 +100,7 @@ func TestDefaults(t *testing.T) {
 		{"rate_limiter.algorithm", d.RateLimiter.Algorithm, "token_bucket"},
 		{"rate_limiter.sync_interval", d.RateLimiter.SyncInterval, int64(1000)},
 		{"rate_limiter.cleanup_interval", d.RateLimiter.CleanupInterval, int64(60000)},
+		{"rate_limiter.timeout", d.RateLimiter.Timeout, int64(300)},
 		{"scheduler.timezone", d.Scheduler.Timezone, "UTC"},
 		{"scheduler.distributed.enabled", d.Scheduler.Distributed.Enabled, true},
 		{"scheduler.distributed.lock_ttl", d.Scheduler.Distributed.LockTTL, int64(30000)},

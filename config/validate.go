@@ -295,6 +295,7 @@ func (v *validator) rateLimiter(r *RateLimiter) {
 	}
 	v.positive("rate_limiter.sync_interval", r.SyncInterval, maxMillis)
 	v.positive("rate_limiter.cleanup_interval", r.CleanupInterval, maxMillis)
+	v.positive("rate_limiter.timeout", r.Timeout, maxMillis)
 }
 
 func (v *validator) scheduler(s *Scheduler) {

@@ -165,7 +165,10 @@ func (r *Redis) MSet(pairs []Pair, ttl time.Duration) *store.Op[struct{}] {
 		if len(pairs) == 0 {
 			return struct{}{}, nil
 		}
-		if err := r.mset(ctx, pairs, normTTL(ttl)); err != nil {
+		tctx, cancel := store.Bound(ctx, r.c) // the transactions, in parallel on Cluster: one round trip's bound
+		err := r.mset(tctx, pairs, normTTL(ttl))
+		cancel()
+		if err != nil {
 			return struct{}{}, err
 		}
 		keys := make([]string, len(pairs))
@@ -176,7 +179,7 @@ func (r *Redis) MSet(pairs []Pair, ttl time.Duration) *store.Op[struct{}] {
 		if len(cmds) == 0 {
 			return struct{}{}, nil
 		}
-		_, err := store.Commands(r.c, func() (struct{}, error) { return struct{}{}, announceErr("mset", keys[0], cmds) }, cmds...).Do(ctx)
+		_, err = store.Commands(r.c, func() (struct{}, error) { return struct{}{}, announceErr("mset", keys[0], cmds) }, cmds...).Do(ctx)
 		return struct{}{}, err
 	})
 }

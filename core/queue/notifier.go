@@ -2,11 +2,13 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/shieldrt/shieldglobal/core/pubsub"
+	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/backoff"
 )
 
@@ -41,6 +43,7 @@ type notifier[T any] struct {
 	running bool
 	closed  bool
 	lastErr error
+	popSent time.Time // when the pop in flight was sent; zero: none in flight
 	stash   []T       // popped, not handed out, not put back yet
 	wakeAt  time.Time // local time of the next due message a notification announced
 	offset  int64     // server ms - local ms at the last pop
@@ -55,12 +58,35 @@ func newNotifier[T any](label string, bus pubsub.Bus, channel string, t timing, 
 	return n
 }
 
-// expiredErr is what a waiter whose deadline passed is told.
+// NoAnswerAfter is how long a pop may go unanswered before a wait whose
+// deadline passes meanwhile ends with store.ErrNoAnswer instead of
+// ErrTimeout. A healthy Redis answers in a millisecond; the margin is for
+// a loaded machine, so that an empty queue is never reported as an outage.
+// A shorter wait cannot tell a slow answer from none and ends with
+// ErrTimeout.
+const NoAnswerAfter = time.Second
+
+// Unanswered is what a wait on queue name whose deadline passed while its
+// pop had gone unanswered for waited is told: ErrTimeout under
+// NoAnswerAfter, else an error wrapping store.ErrNoAnswer.
+func Unanswered(name string, waited time.Duration) error {
+	if waited < NoAnswerAfter {
+		return ErrTimeout
+	}
+	return opErr("pop", name, fmt.Errorf("%w for %v", store.ErrNoAnswer, waited.Round(time.Millisecond)))
+}
+
+// expiredErr is what a waiter whose deadline passed is told: the error of
+// the last pop if it failed, Unanswered's if a pop is in flight (a frozen
+// or blackholed Redis: the queue may not be empty), else ErrTimeout.
 func (n *notifier[T]) expiredErr() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.lastErr != nil {
-		return opErr("pop", n.label, n.lastErr)
+		return n.lastErr // the pop's error names the queue already
+	}
+	if !n.popSent.IsZero() {
+		return Unanswered(n.label, time.Since(n.popSent))
 	}
 	return ErrTimeout
 }
@@ -182,9 +208,15 @@ func (n *notifier[T]) run() {
 		idleSince = time.Now()
 
 		req := min(want, n.t.maxBatch)
+		n.mu.Lock()
+		n.popSent = time.Now()
+		n.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), n.t.popTimeout)
 		res, err := n.pop(ctx, req, true)
 		cancel()
+		n.mu.Lock()
+		n.popSent = time.Time{}
+		n.mu.Unlock()
 		if err != nil {
 			n.mu.Lock()
 			n.lastErr = err

@@ -195,7 +195,13 @@ type Config struct {
 	// Redis; "" means a random id (a restarted process is a new
 	// participant, so it never inherits a dead one's lease).
 	ProcessID string
+	// Timeout is how long a sliding window's Allow waits for Redis before
+	// it decides Unavailable (rate_limiter.timeout); 0 means 300ms.
+	Timeout time.Duration
 }
+
+// defaultTimeout is Config.Timeout's default.
+const defaultTimeout = 300 * time.Millisecond
 
 // ConfigFrom returns the Config of the rate_limiter section (durations in
 // milliseconds there).
@@ -204,6 +210,7 @@ func ConfigFrom(c config.RateLimiter) Config {
 		Algorithm:       Algorithm(c.Algorithm),
 		SyncInterval:    time.Duration(c.SyncInterval) * time.Millisecond,
 		CleanupInterval: time.Duration(c.CleanupInterval) * time.Millisecond,
+		Timeout:         time.Duration(c.Timeout) * time.Millisecond,
 	}
 }
 

@@ -73,6 +73,9 @@ func newSet(c redis.UniversalClient, prefix string, cfg Config) *Set {
 	if cfg.CleanupInterval <= 0 {
 		cfg.CleanupInterval = time.Minute
 	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = defaultTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/shieldrt/shieldglobal/core/store"
 )
@@ -85,12 +86,31 @@ func (w *SlidingWindow) AllowOp(key string, n int) *store.Op[Decision] {
 // there is no Unavailable value for it, so a Redis failure is an error.
 func (w *SlidingWindow) RemainingOp(key string) *store.Op[int64] { return w.be.remaining(key) }
 
-// Allow runs AllowOp and Outcome: the decision the Lua API reports.
-// Errors: ErrInvalid, and store.ErrReply (a script and this code
-// disagree); an unreachable Redis is the Unavailable decision, not an
-// error.
+// Allow runs AllowOp and Outcome, within Timeout: the decision the Lua API
+// reports. Errors: ErrInvalid, and store.ErrReply (a script and this code
+// disagree); an unreachable Redis, or one that does not answer within
+// Timeout, is the Unavailable decision, not an error.
 func (w *SlidingWindow) Allow(ctx context.Context, key string, n int) (Decision, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.set.cfg.Timeout)
+	defer cancel()
 	return w.Outcome(w.AllowOp(key, n).Do(ctx))
+}
+
+// Timeout is how long an Allow waits for Redis before it decides
+// Unavailable (Config.Timeout, rate_limiter.timeout). A caller that runs
+// AllowOp in a batch of its own (the Lua runtime's pipeline, whose deadline
+// is the client's) stops waiting at Timeout and calls Unanswered.
+func (w *SlidingWindow) Timeout() time.Duration { return w.set.cfg.Timeout }
+
+// Unanswered is the decision for an AllowOp its caller stopped waiting for
+// after Timeout: Unavailable, counted, and the start of an outage (logged
+// once, as settle does). The op, should Redis still run it, counts its own
+// decision when its reply comes, but cannot end the outage this call began:
+// only an op sent after it can (see settle).
+func (w *SlidingWindow) Unanswered(key string, waited time.Duration) Decision {
+	err := fmt.Errorf("ratelimit: %q: allow %q: %w within rate_limiter.timeout (%v)", w.name, key, store.ErrNoAnswer, waited)
+	d, _ := w.Outcome(w.settle(w.sent.Add(1), Decision{}, err))
+	return d
 }
 
 // Outcome maps the result of an AllowOp to what the caller reports. A

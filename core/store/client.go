@@ -38,7 +38,8 @@ func NewClient(r config.Redis) (redis.UniversalClient, error) {
 		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = millis(r.DialTimeout), millis(r.ReadTimeout), millis(r.WriteTimeout)
 		opt.PoolSize = r.PoolSize
-		return redis.NewClusterClient(opt), nil
+		opt.ContextTimeoutEnabled = true
+		return newCluster(opt), nil
 	case r.URL != "":
 		opt, err := redis.ParseURL(r.URL)
 		if err != nil {
@@ -58,6 +59,7 @@ func NewClient(r config.Redis) (redis.UniversalClient, error) {
 		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = millis(r.DialTimeout), millis(r.ReadTimeout), millis(r.WriteTimeout)
 		opt.PoolSize = r.PoolSize
+		opt.ContextTimeoutEnabled = true
 		return redis.NewClient(opt), nil
 	case len(r.Addrs) > 0:
 		u := &redis.UniversalOptions{
@@ -65,13 +67,17 @@ func NewClient(r config.Redis) (redis.UniversalClient, error) {
 			Username: r.Username, Password: r.Password,
 			DialTimeout: millis(r.DialTimeout), ReadTimeout: millis(r.ReadTimeout), WriteTimeout: millis(r.WriteTimeout),
 			PoolSize: r.PoolSize,
+			// A caller's deadline bounds its socket reads and writes too,
+			// not only the waits between go-redis's attempts: OpTimeout
+			// and every blocking call's timeout rely on it.
+			ContextTimeoutEnabled: true,
 		}
 		if r.TLS {
 			u.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		switch {
 		case r.Cluster:
-			return redis.NewClusterClient(u.Cluster()), nil
+			return newCluster(u.Cluster()), nil
 		case r.MasterName != "":
 			return redis.NewFailoverClient(u.Failover()), nil
 		default:
@@ -79,6 +85,54 @@ func NewClient(r config.Redis) (redis.UniversalClient, error) {
 		}
 	}
 	return nil, ErrNotConfigured
+}
+
+// newCluster is a Cluster client that reloads the slot map (in the
+// background, coalesced by go-redis) whenever a command fails on the
+// connection rather than with a reply. go-redis reloads it on MOVED and
+// every ClusterStateReloadInterval (60 s) only, so after a master died and
+// its replica was promoted the client kept sending that master's slots to
+// the dead address until a timer or a redirect told it otherwise (5–9 s
+// seen); the first failure after the promotion now finds the new master.
+func newCluster(opt *redis.ClusterOptions) *redis.ClusterClient {
+	c := redis.NewClusterClient(opt)
+	c.AddHook(reloadOnFailure{c})
+	return c
+}
+
+// reloadOnFailure is newCluster's hook.
+type reloadOnFailure struct{ c *redis.ClusterClient }
+
+func (h reloadOnFailure) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h reloadOnFailure) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if connFailure(err) {
+			h.c.ReloadState(ctx)
+		}
+		return err
+	}
+}
+
+func (h reloadOnFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		failed := connFailure(err)
+		for _, cmd := range cmds {
+			failed = failed || connFailure(cmd.Err())
+		}
+		if failed {
+			h.c.ReloadState(ctx)
+		}
+		return err
+	}
+}
+
+// connFailure reports an error of the connection (refused, reset, timed
+// out), not a reply and not the caller giving up.
+func connFailure(err error) bool {
+	return err != nil && !isReplyError(err) && !errors.Is(err, context.Canceled)
 }
 
 // Describe names where a client connects, for error messages and logs.

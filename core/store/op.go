@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -198,17 +199,24 @@ func (b *Batch) Reset() {
 // Exec sends every queued Op's commands and settles each Op, then empties
 // the batch. Scripts the server does not have (NOSCRIPT) are loaded and
 // their commands sent once more. A failure of the connection settles the
-// Ops it hit with that error.
+// Ops it hit with that error. Exec returns within OpTimeout of its clients
+// (or ctx's earlier deadline), whatever Redis does: a Redis that does not
+// answer fails the Ops with a timeout then.
 func (b *Batch) Exec(ctx context.Context) {
 	if len(b.ops) == 0 {
 		return
 	}
 	var clients []redis.UniversalClient
+	var budget time.Duration
 	for _, p := range b.ops {
 		if c := p.client(); !containsClient(clients, c) {
 			clients = append(clients, c)
+			budget = max(budget, OpTimeout(c))
 		}
 	}
+	ctx, cancel := withBudget(ctx, budget)
+	defer cancel()
+	start := time.Now()
 	for _, c := range clients {
 		var cmds []redis.Cmder
 		for _, p := range b.ops {
@@ -221,6 +229,9 @@ func (b *Batch) Exec(ctx context.Context) {
 			if err := reload(ctx, c, lost); err == nil {
 				send(ctx, c, lost)
 			}
+		}
+		if ctx.Err() != nil {
+			noAnswer(cmds, time.Since(start))
 		}
 	}
 	for _, p := range b.ops {
@@ -245,6 +256,57 @@ func DoAll[T any](ctx context.Context, ops []*Op[T]) ([]T, []error) {
 		vals[i], errs[i] = op.Do(ctx) // runs a local op; returns a batched op's result
 	}
 	return vals, errs
+}
+
+// ErrNoAnswer is wrapped by the error of an operation Redis did not answer
+// before its deadline (OpTimeout, or a shorter one of the caller's): a
+// frozen or blackholed server, a dead address. Its effect on the server is
+// unknown (it may still run when the server wakes up).
+var ErrNoAnswer = errors.New("Redis did not answer")
+
+// noAnswer words the timeouts of cmds, whose deadline passed after waited.
+func noAnswer(cmds []redis.Cmder, waited time.Duration) {
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil && !isReplyError(err) && !errors.Is(err, ErrNoAnswer) && !errors.Is(err, context.Canceled) {
+			cmd.SetErr(fmt.Errorf("%w within %v: %w", ErrNoAnswer, waited.Round(time.Millisecond), err))
+		}
+	}
+}
+
+// OpTimeout is the hard bound of one Redis operation (one round trip of a
+// Batch) on c: its read timeout, global.redis.read_timeout for the clients
+// NewClient builds (3 s by default). Batch.Exec and Op.Do run within it:
+// dialing a new connection, go-redis's retries of a failed connection and
+// the reply all happen before that deadline, so a frozen or blackholed
+// Redis costs one read timeout, not MaxRetries+1 of them plus dials.
+// 0 means no bound (a host's client without a read timeout). The bound is
+// exact for NewClient's clients (ContextTimeoutEnabled); a host's client
+// (global.redis.inherit) without ContextTimeoutEnabled may finish a read
+// already in flight past it, by at most its own ReadTimeout.
+func OpTimeout(c redis.UniversalClient) time.Duration {
+	var d time.Duration
+	switch c := c.(type) {
+	case *redis.Client:
+		d = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		d = c.Options().ReadTimeout
+	}
+	return max(d, 0)
+}
+
+// Bound returns ctx with OpTimeout(c) as its deadline (unless ctx has an
+// earlier one): for the round trips a capability sends on c outside a
+// Batch (transactions, a KindWork op's own commands), so they keep the
+// bound every Batch has.
+func Bound(ctx context.Context, c redis.UniversalClient) (context.Context, context.CancelFunc) {
+	return withBudget(ctx, OpTimeout(c))
+}
+
+func withBudget(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 func containsClient(cs []redis.UniversalClient, c redis.UniversalClient) bool {
