@@ -85,17 +85,22 @@ func (rt *Runtime) sleep(L *lua.LState) int {
 			float64(maxSleep), lua.LNumber(ms).String()))
 	}
 	d := time.Duration(ms * float64(time.Millisecond))
+	inTask := rt.callMode(L) != modeSync
 	return rt.Suspend(L, "shield.sleep", func(complete func(Result)) {
-		if d <= 0 {
+		switch {
+		case !inTask: // the loop itself waits for the timer
+			time.AfterFunc(max(d, 0), func() { complete(noResults) })
+			return
+		case d <= 0:
 			rt.postLocal(func() { complete(noResults) })
 			return
 		}
-		// The timer completes the sleep through a post, so on the loop: the
-		// completion cannot come before this task has yielded. Called from
-		// the timer's goroutine it could, when the loop was descheduled for
-		// d between arming it and parking, and the sleep would return
-		// without yielding — a task spawned just before it had not started
-		// yet (a 1 ms sleep, on a loaded machine).
+		// In a task the timer completes the sleep through a post, so on the
+		// loop: the completion cannot come before the task has yielded.
+		// Called from the timer's goroutine it could, when the loop was
+		// descheduled for d between arming it and parking, and the sleep
+		// would return without yielding — a task spawned just before it had
+		// not started yet (a 1 ms sleep, on a loaded machine).
 		time.AfterFunc(d, func() { rt.Post(func() { complete(noResults) }) })
 	})
 }
