@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shieldrt/shieldglobal/internal/faultproxy"
 )
 
 // quietLogger drops go-redis's own log lines (dial failures of the
@@ -446,11 +448,20 @@ func TestRestartEmpty(t *testing.T) {
 func TestProxy(t *testing.T) {
 	cases := []struct {
 		name  string
-		fault func(p *Proxy)
+		fault func(p *faultproxy.Proxy)
 	}{
-		{"latency 400 ms each way", func(p *Proxy) { p.Set(Latency, 400*time.Millisecond); time.Sleep(6 * time.Second); p.Set(Pass, 0) }},
-		{"blackhole 5 s", func(p *Proxy) { p.Set(Blackhole, 0); time.Sleep(5 * time.Second); p.Set(Pass, 0); p.Reset() }},
-		{"reset every 1 s for 5 s", func(p *Proxy) {
+		{"latency 400 ms each way", func(p *faultproxy.Proxy) {
+			p.SetLatency(400 * time.Millisecond)
+			time.Sleep(6 * time.Second)
+			p.SetLatency(0)
+		}},
+		{"blackhole 5 s", func(p *faultproxy.Proxy) {
+			p.Blackhole(true)
+			time.Sleep(5 * time.Second)
+			p.Blackhole(false)
+			p.Reset() // the connections that lost bytes, as a client's keepalive would find them
+		}},
+		{"reset every 1 s for 5 s", func(p *faultproxy.Proxy) {
 			for range 5 {
 				p.Reset()
 				time.Sleep(time.Second)
@@ -460,9 +471,13 @@ func TestProxy(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			n := StartRedis(t)
-			px := StartProxy(t, n.Addr())
+			px, err := faultproxy.Start(n.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { px.Close() })
 			prefix := prefixFor()
-			cfg := Config{URL: "redis://" + px.Addr + "/0", Prefix: prefix, Timeouts: redisTO}.Write(t)
+			cfg := Config{URL: "redis://" + px.Addr() + "/0", Prefix: prefix, Timeouts: redisTO}.Write(t)
 			// One lock process talks to Redis directly, so it keeps taking the
 			// lock while the other's leases (1 s ttl) lapse behind the proxy.
 			direct := Config{URL: "redis://" + n.Addr() + "/0", Prefix: prefix, Timeouts: redisTO}.Write(t)
