@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -522,18 +523,30 @@ func (m *Module) Close() error {
 			m.rateLimiters.Stop() // hands the shares back first (at most about a second)
 		}
 		for _, c := range m.redlock {
-			err = errors.Join(err, c.Close())
+			err = errors.Join(err, closedQuietly(c.Close()))
 		}
 		if m.internal != nil {
-			err = errors.Join(err, m.internal.Close())
+			err = errors.Join(err, closedQuietly(m.internal.Close()))
 		}
 		if m.bus != nil {
-			err = errors.Join(err, m.bus.Close())
+			err = errors.Join(err, closedQuietly(m.bus.Close()))
 		}
 		if m.ownsClient && m.client != nil {
-			err = errors.Join(err, m.client.Close())
+			err = errors.Join(err, closedQuietly(m.client.Close()))
 		}
 	})
+	return err
+}
+
+// closedQuietly drops a Close error that only says the connection was
+// closed already (net.ErrClosed: "use of closed network connection"), as
+// go-redis's Sentinel client reports for its Sentinel pub/sub connection
+// when that connection had been closed by a reconnect or a failover. At a
+// clean exit it is no failure, and `shield run` printed it as one.
+func closedQuietly(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
 	return err
 }
 

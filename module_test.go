@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"runtime"
@@ -239,4 +240,16 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A Close error that only says a connection was closed already is no
+// failure at exit; any other is kept.
+func TestClosedQuietly(t *testing.T) {
+	if err := closedQuietly(fmt.Errorf("redis: sentinel pubsub: %w", net.ErrClosed)); err != nil {
+		t.Fatalf("closedQuietly(ErrClosed) = %v; want nil", err)
+	}
+	other := errors.New("redis: connection pool timeout")
+	if err := closedQuietly(other); err != other {
+		t.Fatalf("closedQuietly(other) = %v; want it kept", err)
+	}
 }
