@@ -338,7 +338,7 @@ func (b *limiterBinding) tbWait(L *lua.LState) int {
 	if float64(n) > o.l.Options().Burst {
 		argsOf(L, rateLimiterType, "wait").bad(4, fmt.Sprintf("n = %d can never be granted: it exceeds burst (%v)", n, o.l.Options().Burst))
 	}
-	if ok, _ := o.l.Allow(key, n); ok {
+	if o.l.Take(key, n) {
 		L.Push(lua.LTrue)
 		return 1
 	}

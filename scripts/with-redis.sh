@@ -27,39 +27,50 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-# A port whose cluster bus port (+10000) is free too.
+# A port whose cluster bus port (+10000) is free too. Both lie below the
+# kernel's ephemeral range (32768 and up), where the client sockets of a
+# busy test run land: a bus port up there was taken now and then between
+# the check and redis-server's bind.
 pick_port() {
   local p
   for _ in $(seq 1 200); do
-    p=$(( (RANDOM % 20000) + 20000 ))
+    p=$(( (RANDOM % 2700) + 20000 ))
     if port_free "$p" && port_free $((p + 10000)); then echo "$p"; return; fi
   done
   echo "with-redis: no free port" >&2; exit 1
 }
 
-start_redis() { # port [extra args...]
-  local port=$1; shift
-  mkdir -p "$dir/$port"
-  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$dir/$port" --logfile "$dir/$port/redis.log" "$@" &
-  pids+=($!)
-  for _ in $(seq 1 100); do
-    redis-cli -p "$port" ping >/dev/null 2>&1 && return
-    sleep 0.1
+# start_redis [extra args...]: starts redis-server on a free port (another
+# one if the bind loses a race) and sets $port; "@DIR@" in the arguments
+# is the server's own directory.
+start_redis() {
+  local try pid
+  for try in 1 2 3 4 5; do
+    port=$(pick_port)
+    mkdir -p "$dir/$port"
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+      --dir "$dir/$port" --logfile "$dir/$port/redis.log" "${@//@DIR@/$dir/$port}" &
+    pid=$!
+    pids+=($pid)
+    for _ in $(seq 1 100); do
+      redis-cli -p "$port" ping >/dev/null 2>&1 && return
+      kill -0 "$pid" 2>/dev/null || break # it exited: the bind failed
+      sleep 0.1
+    done
+    echo "with-redis: redis on port $port did not start (try $try):" >&2
+    tail -3 "$dir/$port/redis.log" >&2
+    kill "$pid" 2>/dev/null || true
   done
-  echo "with-redis: redis on port $port did not start:" >&2
-  cat "$dir/$port/redis.log" >&2
   exit 1
 }
 
-standalone=$(pick_port)
-start_redis "$standalone"
+start_redis
+standalone=$port
 
 cluster=()
 for _ in 1 2 3; do
-  p=$(pick_port)
-  start_redis "$p" --cluster-enabled yes --cluster-config-file "$dir/$p/nodes.conf" --cluster-node-timeout 2000
-  cluster+=("127.0.0.1:$p")
+  start_redis --cluster-enabled yes --cluster-config-file @DIR@/nodes.conf --cluster-node-timeout 2000
+  cluster+=("127.0.0.1:$port")
 done
 redis-cli --cluster create "${cluster[@]}" --cluster-replicas 0 --cluster-yes >"$dir/cluster-create.log" 2>&1 || {
   cat "$dir/cluster-create.log" >&2; exit 1; }
@@ -71,8 +82,8 @@ done
 redis-cli -p "$first" cluster info | grep -q 'cluster_state:ok' || { echo "with-redis: cluster not ok" >&2; exit 1; }
 
 # A master watched by one Sentinel (clients find the master through it).
-sentinel_master=$(pick_port)
-start_redis "$sentinel_master"
+start_redis
+sentinel_master=$port
 sentinel=$(pick_port)
 mkdir -p "$dir/$sentinel"
 cat > "$dir/$sentinel/sentinel.conf" <<CONF

@@ -41,6 +41,9 @@ type TokenBucket struct {
 	// Owned by the loop.
 	hinted map[string]int64 // key -> when to report it again (clock ns)
 	leaves []report         // reports of dropped keys, sent with the next round
+
+	wmu   sync.Mutex
+	waits map[string][]*waiter // each key's waiters in arrival order (see Wait)
 }
 
 type tbShard struct {
@@ -81,6 +84,7 @@ func newTokenBucket(s *Set, name string, o Options) *TokenBucket {
 		l.shards[i].m = make(map[string]*bucket)
 	}
 	l.hinted = make(map[string]int64)
+	l.waits = make(map[string][]*waiter)
 	return l
 }
 
@@ -279,13 +283,31 @@ func (l *TokenBucket) Delay(key string, n int) (d time.Duration, ok bool) {
 	return time.Duration(math.Ceil(secs * 1e9)), true
 }
 
+// Take is Allow for a caller that would otherwise Wait: it takes n tokens
+// of key now only when no earlier Wait for key is still waiting (those go
+// first), so a wait's fast path does not jump the queue.
+func (l *TokenBucket) Take(key string, n int) bool {
+	l.wmu.Lock()
+	queued := len(l.waits[key]) > 0
+	l.wmu.Unlock()
+	if queued {
+		return false
+	}
+	ok, _ := l.Allow(key, n)
+	return ok
+}
+
 // Wait calls done(true, "") once n tokens of key were taken, or done(false,
-// Timeout) when that did not happen within timeout. It sleeps locally
-// (Config.AfterFunc timers; no goroutine waits) until Delay says the
-// tokens should be there, tries Allow, and repeats; when the current share
-// can never hold n it looks again every SyncInterval, since a sync may
-// raise it. It never calls Redis. done is called exactly once, from a
-// timer's goroutine (possibly before Wait returns); call Allow first for
+// Timeout) when that did not happen within timeout. The waits of a key are
+// served first come, first served, as golang.org/x/time/rate reservations
+// are: only the oldest tries for tokens, so a wait for n > 1 is not starved
+// by later waits for 1, and later waits do not overtake it. The oldest
+// sleeps locally (Config.AfterFunc timers; no goroutine waits) until Delay
+// says the tokens should be there, tries Allow, and repeats; when the
+// current share can never hold n it looks again every SyncInterval, since
+// a sync may raise it. The others only wait for their turn or their
+// deadline. It never calls Redis. done is called exactly once, from a
+// timer's goroutine (possibly before Wait returns); call Take first for
 // the fast path.
 //
 // cancel gives up: it returns true if the wait was stopped (done will not
@@ -293,8 +315,16 @@ func (l *TokenBucket) Delay(key string, n int) (d time.Duration, ok bool) {
 // called). It is idempotent.
 func (l *TokenBucket) Wait(key string, n int, timeout time.Duration, done func(ok bool, reason Reason)) (cancel func() bool) {
 	w := &waiter{l: l, key: key, n: n, done: done, deadline: l.set.clock() + int64(max(timeout, 0))}
+	l.wmu.Lock()
+	q := l.waits[key]
+	l.waits[key] = append(q, w)
+	l.wmu.Unlock()
 	w.mu.Lock()
-	w.schedule(0)
+	if len(q) == 0 {
+		w.schedule(0) // the oldest: try at once
+	} else {
+		w.schedule(max(timeout, 0)) // wait for its turn (leave wakes it) or its deadline
+	}
 	w.mu.Unlock()
 	return w.cancel
 }
@@ -316,44 +346,97 @@ func (w *waiter) schedule(d time.Duration) {
 	w.stop = w.l.set.afterFunc(d, w.fire)
 }
 
+// first reports whether w is the oldest waiter of its key.
+func (w *waiter) first() bool {
+	w.l.wmu.Lock()
+	defer w.l.wmu.Unlock()
+	q := w.l.waits[w.key]
+	return len(q) > 0 && q[0] == w
+}
+
 func (w *waiter) fire() {
 	w.mu.Lock()
 	if w.finished {
 		w.mu.Unlock()
 		return
 	}
-	if ok, _ := w.l.Allow(w.key, w.n); ok {
-		w.finished = true
-		w.mu.Unlock()
-		w.done(true, "")
-		return
+	first := w.first()
+	if first {
+		if ok, _ := w.l.Allow(w.key, w.n); ok {
+			w.finished = true
+			w.mu.Unlock()
+			w.leave()
+			w.done(true, "")
+			return
+		}
 	}
 	left := time.Duration(w.deadline - w.l.set.clock())
 	if left <= 0 {
 		w.finished = true
 		w.mu.Unlock()
+		w.leave()
 		w.done(false, Timeout)
 		return
 	}
-	d, ok := w.l.Delay(w.key, w.n)
-	if !ok {
-		d = w.l.set.cfg.SyncInterval
+	d := left // not its turn yet: leave wakes it
+	if first {
+		var ok bool
+		if d, ok = w.l.Delay(w.key, w.n); !ok {
+			d = w.l.set.cfg.SyncInterval
+		}
+		d = min(d, left) // a timer fires no earlier than asked; the deadline try is the last
 	}
-	// A timer fires no earlier than asked; the deadline try is the last.
-	w.schedule(max(min(d, left), time.Microsecond))
+	w.schedule(max(d, time.Microsecond))
 	w.mu.Unlock()
+}
+
+// leave takes w (finished) out of its key's queue and, when it was the
+// oldest, lets the next one try at once. Called without w.mu.
+func (w *waiter) leave() {
+	l := w.l
+	l.wmu.Lock()
+	q := l.waits[w.key]
+	var next *waiter
+	for i, x := range q {
+		if x == w {
+			if i == 0 && len(q) > 1 {
+				next = q[1]
+			}
+			q = append(q[:i:i], q[i+1:]...)
+			break
+		}
+	}
+	if len(q) == 0 {
+		delete(l.waits, w.key)
+	} else {
+		l.waits[w.key] = q
+	}
+	l.wmu.Unlock()
+	if next == nil {
+		return
+	}
+	next.mu.Lock()
+	if !next.finished {
+		if next.stop != nil {
+			next.stop()
+		}
+		next.schedule(0)
+	}
+	next.mu.Unlock()
 }
 
 func (w *waiter) cancel() bool {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.finished {
+		w.mu.Unlock()
 		return false
 	}
 	w.finished = true
 	if w.stop != nil {
 		w.stop()
 	}
+	w.mu.Unlock()
+	w.leave()
 	return true
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -122,6 +123,7 @@ func TestConformance(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			t.Run("TokenBucket", func(t *testing.T) { tokenBucketConformance(t, be) })
 			t.Run("Wait", func(t *testing.T) { waitConformance(t, be) })
+			t.Run("WaitOrder", func(t *testing.T) { waitOrderConformance(t, be) })
 			t.Run("SlidingWindow", func(t *testing.T) { slidingWindowConformance(t, be) })
 			t.Run("SlidingWindowNeverOverMax", func(t *testing.T) { slidingWindowExact(t, be) })
 			t.Run("Options", func(t *testing.T) { optionsConformance(t, be) })
@@ -314,6 +316,56 @@ func waitConformance(t *testing.T, be backend) {
 	expect(result{true, ""})
 	if cancel() {
 		t.Fatal("cancel after done = true")
+	}
+}
+
+// Waits are served first come, first served: a wait for 5 tokens ahead of
+// waits for 1 is not starved by them (it timed out while 45 tokens went to
+// the others), and the waits for 1 are served in the order they started
+// (2, 1, 5, 4, 3 before).
+func waitOrderConformance(t *testing.T, be backend) {
+	ft := newFake()
+	s := be.newSet(t, ft)
+	l, err := s.TokenBucket("order", Options{Rate: 10, Burst: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAllow(t, l, "k", 5, true)
+	be.settle(t, s)
+	served := make(chan string, 10)
+	wait := func(name string, n int) {
+		l.Wait("k", n, 10*time.Second, func(ok bool, r Reason) {
+			if !ok {
+				name += " timed out (" + string(r) + ")"
+			}
+			served <- name
+		})
+	}
+	wait("five", 5)
+	for i := 1; i <= 5; i++ {
+		wait(fmt.Sprintf("one#%d", i), 1)
+	}
+	var order []string
+	for step := 0; step < 20 && len(order) < 6; step++ {
+		ft.Advance(100 * time.Millisecond)
+		if step == 2 && l.Take("k", 1) {
+			t.Fatal("Take took a token while earlier waits were waiting")
+		}
+		for drained := false; !drained; {
+			select {
+			case name := <-served:
+				order = append(order, name)
+			default:
+				drained = true
+			}
+		}
+	}
+	want := []string{"five", "one#1", "one#2", "one#3", "one#4", "one#5"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("waits served %v; want %v", order, want)
+	}
+	if !l.Take("k", 0) {
+		t.Fatal("Take with nobody waiting = false")
 	}
 }
 
