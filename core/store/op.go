@@ -63,6 +63,9 @@ type redisOp[T any] struct {
 	c      redis.UniversalClient
 	cmds   []redis.Cmder
 	decode func() (T, error)
+	// wait is the Op's Durability (Durable) and waitErr what its WAIT said.
+	wait    Durability
+	waitErr error
 }
 
 // Kind says how an Op runs.
@@ -158,6 +161,8 @@ func (o *Op[T]) Result() (T, error) {
 type Pending interface {
 	client() redis.UniversalClient
 	commands() []redis.Cmder
+	durability() Durability
+	setWaitErr(error)
 	settle()
 }
 
@@ -166,13 +171,17 @@ func (o *Op[T]) commands() []redis.Cmder       { return o.redis.cmds }
 
 // settle decodes the replies. The decoder reads every command's outcome,
 // a failed connection included (go-redis records it on each command), so
-// its errors can say which operation and key failed.
+// its errors can say which operation and key failed. A write marked Durable
+// that succeeded fails when its WAIT counted too few replicas.
 func (o *Op[T]) settle() {
 	if o.settled {
 		return
 	}
 	o.settled = true
 	o.val, o.err = o.redis.decode()
+	if o.err == nil && o.redis.waitErr != nil {
+		o.err = o.redis.waitErr
+	}
 }
 
 // Batch sends the commands of many Redis Ops together: one pipeline per
@@ -198,7 +207,8 @@ func (b *Batch) Reset() {
 // Exec sends every queued Op's commands and settles each Op, then empties
 // the batch. Scripts the server does not have (NOSCRIPT) are loaded and
 // their commands sent once more. A failure of the connection settles the
-// Ops it hit with that error.
+// Ops it hit with that error. When an Op is marked Durable, a WAIT follows
+// the commands on their connection (see Durability).
 func (b *Batch) Exec(ctx context.Context) {
 	if len(b.ops) == 0 {
 		return
@@ -210,18 +220,21 @@ func (b *Batch) Exec(ctx context.Context) {
 		}
 	}
 	for _, c := range clients {
-		var cmds []redis.Cmder
+		var (
+			cmds []redis.Cmder
+			wait Durability
+		)
 		for _, p := range b.ops {
 			if p.client() == c {
 				cmds = append(cmds, p.commands()...)
+				wait = wait.max(p.durability())
 			}
 		}
-		send(ctx, c, cmds)
-		if lost := noScript(cmds); len(lost) > 0 {
-			if err := reload(ctx, c, lost); err == nil {
-				send(ctx, c, lost)
-			}
+		if wait.On() {
+			b.execDurable(ctx, c, wait)
+			continue
 		}
+		sendReloading(ctx, c, cmds)
 	}
 	for _, p := range b.ops {
 		p.settle()
