@@ -94,7 +94,7 @@ func (o *Op[T]) Durable(d Durability) *Op[T] {
 }
 
 func (o *Op[T]) durability() Durability { return o.redis.wait }
-func (o *Op[T]) setWaitErr(err error)    { o.redis.waitErr = err }
+func (o *Op[T]) setWaitErr(err error)   { o.redis.waitErr = err }
 
 // execDurable sends the commands of b's Ops on c when at least one of them
 // is marked Durable (w is the strongest marking).
