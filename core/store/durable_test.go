@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,88 +13,6 @@ import (
 	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
-
-// replicated is a private master and its replica.
-type replicated struct {
-	master, replica *redis.Client
-	replicaPID      int
-}
-
-// startReplicated starts a master and a replica of it (REPLICAOF) and waits
-// until the master counts the replica as online. Clients read for up to
-// 15 s, so a test's WAIT may block longer than the go-redis default.
-func startReplicated(t *testing.T) *replicated {
-	t.Helper()
-	m := testredis.StartServerWith(t, "--repl-diskless-sync-delay", "0") // a full sync at once, not after 5 s
-	host, port, _ := strings.Cut(m.Addr, ":")
-	r := testredis.StartServerWith(t, "--replicaof", host, port)
-	opt := func(addr string) *redis.Options {
-		return &redis.Options{Addr: addr, ReadTimeout: 15 * time.Second, MaxRetries: -1}
-	}
-	p := &replicated{master: redis.NewClient(opt(m.Addr)), replica: redis.NewClient(opt(r.Addr))}
-	t.Cleanup(func() { p.master.Close(); p.replica.Close() })
-	ctx := context.Background()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(p.master.Info(ctx, "replication").Val(), ",state=online,") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica never came online: %s", p.master.Info(ctx, "replication").Val())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	pid, err := strconv.Atoi(infoField(t, p.replica, "server", "process_id"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.replicaPID = pid
-	return p
-}
-
-// stopReplica freezes the replica (SIGSTOP) until resume or the test's end:
-// it cannot acknowledge what the master sends it.
-func (p *replicated) stopReplica(t *testing.T) (resume func()) {
-	t.Helper()
-	if err := syscall.Kill(p.replicaPID, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume = func() {
-		if !resumed {
-			resumed = true
-			_ = syscall.Kill(p.replicaPID, syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(resume)
-	return resume
-}
-
-func infoField(t *testing.T, c *redis.Client, section, field string) string {
-	t.Helper()
-	info, err := c.Info(context.Background(), section).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// waitCalls is how many WAITs the server has run.
-func waitCalls(t *testing.T, c *redis.Client) int {
-	t.Helper()
-	s := infoField(t, c, "commandstats", "cmdstat_wait")
-	if s == "" {
-		return 0
-	}
-	calls, _, _ := strings.Cut(strings.TrimPrefix(s, "calls="), ",")
-	n, err := strconv.Atoi(calls)
-	if err != nil {
-		t.Fatalf("cmdstat_wait %q: %v", s, err)
-	}
-	return n
-}
 
 func incrOp(c redis.UniversalClient, key string) *store.Op[int64] {
 	cmd := redis.NewIntCmd(context.Background(), "incr", key)
@@ -107,18 +23,18 @@ func incrOp(c redis.UniversalClient, key string) *store.Op[int64] {
 // about wait_timeout with ErrNotDurable, saying the master applied it; the
 // Ops that were not marked in the same round trip are unaffected.
 func TestDurableWriteUnconfirmedIsAnError(t *testing.T) {
-	p := startReplicated(t)
+	p := testredis.StartReplicated(t)
 	ctx := context.Background()
-	if _, err := echoOp(p.master, "warm", "x").Do(ctx); err != nil { // loads the script: one sending below
+	if _, err := echoOp(p.MasterClient, "warm", "x").Do(ctx); err != nil { // loads the script: one sending below
 		t.Fatal(err)
 	}
-	p.stopReplica(t)
+	p.FreezeReplica(t)
 	d := store.Durability{Replicas: 1, Timeout: 300 * time.Millisecond}
 
 	var b store.Batch
-	durable := incrOp(p.master, "k").Durable(d)
-	script := echoOp(p.master, "s", "x").Durable(d)
-	plain := incrOp(p.master, "plain")
+	durable := incrOp(p.MasterClient, "k").Durable(d)
+	script := echoOp(p.MasterClient, "s", "x").Durable(d)
+	plain := incrOp(p.MasterClient, "plain")
 	b.Add(durable)
 	b.Add(script)
 	b.Add(plain)
@@ -144,10 +60,10 @@ func TestDurableWriteUnconfirmedIsAnError(t *testing.T) {
 	if took < 250*time.Millisecond || took > 3*time.Second {
 		t.Fatalf("the batch took %v; WAIT 300 ms should bound it", took)
 	}
-	if v, _ := p.master.Get(ctx, "k").Result(); v != "1" {
+	if v, _ := p.MasterClient.Get(ctx, "k").Result(); v != "1" {
 		t.Fatalf("master k = %q: the write must have been applied there", v)
 	}
-	if n := waitCalls(t, p.master); n != 1 {
+	if n := testredis.WaitCalls(t, p.MasterClient); n != 1 {
 		t.Fatalf("%d WAITs for one round trip, want 1", n)
 	}
 }
@@ -156,9 +72,9 @@ func TestDurableWriteUnconfirmedIsAnError(t *testing.T) {
 // it: while the replica is frozen the write waits; once it runs again the
 // write succeeds and the replica has it at once.
 func TestDurableWriteWaitsForTheReplica(t *testing.T) {
-	p := startReplicated(t)
+	p := testredis.StartReplicated(t)
 	ctx := context.Background()
-	resume := p.stopReplica(t)
+	resume := p.FreezeReplica(t)
 	d := store.Durability{Replicas: 1, Timeout: 10 * time.Second}
 
 	type res struct {
@@ -167,7 +83,7 @@ func TestDurableWriteWaitsForTheReplica(t *testing.T) {
 	}
 	done := make(chan res, 1)
 	go func() {
-		n, err := incrOp(p.master, "k").Durable(d).Do(ctx)
+		n, err := incrOp(p.MasterClient, "k").Durable(d).Do(ctx)
 		done <- res{n, err}
 	}()
 	select {
@@ -185,7 +101,7 @@ func TestDurableWriteWaitsForTheReplica(t *testing.T) {
 	if r.err != nil || r.n != 1 {
 		t.Fatalf("incr = %d, %v", r.n, r.err)
 	}
-	if v, err := p.replica.Get(ctx, "k").Result(); v != "1" {
+	if v, err := p.ReplicaClient.Get(ctx, "k").Result(); v != "1" {
 		t.Fatalf("replica k = %q, %v right after the acknowledgement", v, err)
 	}
 }
@@ -193,18 +109,18 @@ func TestDurableWriteWaitsForTheReplica(t *testing.T) {
 // A script the server lost (NOSCRIPT) is loaded and sent again, and the
 // WAIT after the second sending decides.
 func TestDurableWriteAfterNoScript(t *testing.T) {
-	p := startReplicated(t)
+	p := testredis.StartReplicated(t)
 	ctx := context.Background()
-	flushScripts(t, p.master)
+	flushScripts(t, p.MasterClient)
 	d := store.Durability{Replicas: 1, Timeout: 2 * time.Second}
-	e, err := echoOp(p.master, "s", "x").Durable(d).Do(ctx)
+	e, err := echoOp(p.MasterClient, "s", "x").Durable(d).Do(ctx)
 	if err != nil || e.n != 1 {
 		t.Fatalf("echo = %+v, %v", e, err)
 	}
-	if v, _ := p.replica.Get(ctx, "s").Result(); v != "1" {
+	if v, _ := p.ReplicaClient.Get(ctx, "s").Result(); v != "1" {
 		t.Fatalf("replica s = %q right after the acknowledgement", v)
 	}
-	if n := waitCalls(t, p.master); n != 2 {
+	if n := testredis.WaitCalls(t, p.MasterClient); n != 2 {
 		t.Fatalf("%d WAITs, want 2 (one per sending)", n)
 	}
 }
@@ -212,39 +128,39 @@ func TestDurableWriteAfterNoScript(t *testing.T) {
 // Off by default: Ops not marked, or marked with the zero Durability, send
 // no WAIT.
 func TestNoWaitWhenDurabilityIsOff(t *testing.T) {
-	p := startReplicated(t)
+	p := testredis.StartReplicated(t)
 	ctx := context.Background()
 	var b store.Batch
 	for i := range 10 {
-		b.Add(incrOp(p.master, fmt.Sprint("k", i)))
-		b.Add(incrOp(p.master, fmt.Sprint("z", i)).Durable(store.Durability{}))
+		b.Add(incrOp(p.MasterClient, fmt.Sprint("k", i)))
+		b.Add(incrOp(p.MasterClient, fmt.Sprint("z", i)).Durable(store.Durability{}))
 	}
 	b.Exec(ctx)
-	if _, err := echoOp(p.master, "s", "x").Durable(store.Durability{Timeout: time.Second}).Do(ctx); err != nil {
+	if _, err := echoOp(p.MasterClient, "s", "x").Durable(store.Durability{Timeout: time.Second}).Do(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := waitCalls(t, p.master); n != 0 {
+	if n := testredis.WaitCalls(t, p.MasterClient); n != 0 {
 		t.Fatalf("%d WAITs sent with durability off", n)
 	}
 }
 
 // A durable MULTI/EXEC waits on its own connection.
 func TestDurableTransaction(t *testing.T) {
-	p := startReplicated(t)
+	p := testredis.StartReplicated(t)
 	ctx := context.Background()
 	d := store.Durability{Replicas: 1, Timeout: 2 * time.Second}
 	set := func(k string) func(redis.Pipeliner) error {
 		return func(pl redis.Pipeliner) error { pl.Set(ctx, k, "v", 0); return nil }
 	}
-	if _, err := store.TxPipelined(ctx, p.master, "a", d, set("a")); err != nil {
+	if _, err := store.TxPipelined(ctx, p.MasterClient, "a", d, set("a")); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := p.replica.Get(ctx, "a").Result(); v != "v" {
+	if v, _ := p.ReplicaClient.Get(ctx, "a").Result(); v != "v" {
 		t.Fatalf("replica a = %q right after the acknowledgement", v)
 	}
-	p.stopReplica(t)
+	p.FreezeReplica(t)
 	d.Timeout = 200 * time.Millisecond
-	if _, err := store.TxPipelined(ctx, p.master, "b", d, set("b")); !errors.Is(err, store.ErrNotDurable) {
+	if _, err := store.TxPipelined(ctx, p.MasterClient, "b", d, set("b")); !errors.Is(err, store.ErrNotDurable) {
 		t.Fatalf("err = %v with the replica frozen, want ErrNotDurable", err)
 	}
 }
