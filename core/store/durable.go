@@ -149,10 +149,11 @@ func (b *Batch) execDurable(ctx context.Context, c redis.UniversalClient, w Dura
 			sendWaiting(ctx, node, groups[i], w)
 			for _, p := range groups[i] {
 				for _, cmd := range p.commands() {
-					// The slot moved (a failover or resharding): the
-					// command did not run there; the next batch asks the
-					// right node.
-					if _, moved := redis.IsMovedError(cmd.Err()); moved {
+					// The slot moved (a failover or resharding: the
+					// command did not run there) or the node is
+					// unreachable: reload the slot map, so the next batch
+					// asks the right node.
+					if err := cmd.Err(); err != nil && !isReplyError(err) || isMoved(err) {
 						cc.ReloadState(ctx)
 						return
 					}
@@ -161,6 +162,11 @@ func (b *Batch) execDurable(ctx context.Context, c redis.UniversalClient, w Dura
 		})
 	}
 	wg.Wait()
+}
+
+func isMoved(err error) bool {
+	_, moved := redis.IsMovedError(err)
+	return moved
 }
 
 // sendReloading sends cmds on c, and once more those the server refused
