@@ -202,4 +202,15 @@ func TestDurableWritesOnCluster(t *testing.T) {
 	if n, err := plain.Result(); err != nil || n != 1 {
 		t.Fatalf("unmarked incr: %d, %v", n, err)
 	}
+	// A transaction goes to its key's master and waits there.
+	for i := range 6 {
+		k := fmt.Sprintf("%stx{%d}", pre, i)
+		_, err := store.TxPipelined(ctx, c, k, d, func(p redis.Pipeliner) error { p.Set(ctx, k, "v", 0); return nil })
+		if !errors.Is(err, store.ErrNotDurable) {
+			t.Fatalf("transaction %d: %v, want ErrNotDurable", i, err)
+		}
+		if v, _ := c.Get(ctx, k).Result(); v != "v" {
+			t.Fatalf("transaction %d: %q, the SET must have run on its master", i, v)
+		}
+	}
 }
