@@ -88,13 +88,25 @@ func waitResult(d Durability, w *redis.IntCmd) error {
 // replicas; an error of the commands themselves is returned as before.
 func (o *Op[T]) Durable(d Durability) *Op[T] {
 	if d.On() && o.kind == KindRedis {
-		o.redis.wait = d
+		o.redis.durable = &durableOp{d: d}
 	}
 	return o
 }
 
-func (o *Op[T]) durability() Durability { return o.redis.wait }
-func (o *Op[T]) setWaitErr(err error)   { o.redis.waitErr = err }
+// durableOp is what a Durable Op needs: its Durability and what its WAIT said.
+type durableOp struct {
+	d   Durability
+	err error
+}
+
+func (o *Op[T]) durability() Durability {
+	if d := o.redis.durable; d != nil {
+		return d.d
+	}
+	return Durability{}
+}
+
+func (o *Op[T]) setWaitErr(err error) { o.redis.durable.err = err }
 
 // execDurable sends the commands of b's Ops on c when at least one of them
 // is marked Durable (w is the strongest marking).

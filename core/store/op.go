@@ -63,9 +63,9 @@ type redisOp[T any] struct {
 	c      redis.UniversalClient
 	cmds   []redis.Cmder
 	decode func() (T, error)
-	// wait is the Op's Durability (Durable) and waitErr what its WAIT said.
-	wait    Durability
-	waitErr error
+	// durable is set by Durable only (a pointer: the Ops of the default,
+	// without durability, stay as small as they were).
+	durable *durableOp
 }
 
 // Kind says how an Op runs.
@@ -179,8 +179,8 @@ func (o *Op[T]) settle() {
 	}
 	o.settled = true
 	o.val, o.err = o.redis.decode()
-	if o.err == nil && o.redis.waitErr != nil {
-		o.err = o.redis.waitErr
+	if d := o.redis.durable; o.err == nil && d != nil && d.err != nil {
+		o.err = d.err
 	}
 }
 
