@@ -171,7 +171,7 @@ func failoverLoad(t *testing.T, waitReplicas, minReplicasToWrite int) (acked, fa
 		return v
 	}
 	// Under load, and the Sentinel knows the replica: then fail over.
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // generous: a loaded machine
 	for {
 		if time.Now().After(deadline) {
 			t.Fatal("SENTINEL FAILOVER was never accepted")
@@ -184,6 +184,7 @@ func failoverLoad(t *testing.T, waitReplicas, minReplicasToWrite int) (acked, fa
 		time.Sleep(50 * time.Millisecond)
 	}
 	_, replicaPort, _ := strings.Cut(p.Replica.Addr, ":")
+	deadline = time.Now().Add(30 * time.Second)
 	for {
 		if time.Now().After(deadline) {
 			t.Fatal("the replica was never promoted")
@@ -201,7 +202,7 @@ func failoverLoad(t *testing.T, waitReplicas, minReplicasToWrite int) (acked, fa
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the load did not stop")
 	}
 	acked, failed = int(lua.LVAsNumber(global("acked"))), int(lua.LVAsNumber(global("failed")))
