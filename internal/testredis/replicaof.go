@@ -41,6 +41,18 @@ func StartReplicated(t testing.TB) *Replicated {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// "online" comes before the master streams to the replica: after a
+	// diskless sync it waits for the replica's first REPLCONF ACK (up to a
+	// second), buffering meanwhile. A write the replica confirms (WAIT) says
+	// the stream runs: a failover from now on promotes a replica that has
+	// what it acknowledged.
+	if err := p.MasterClient.Set(ctx, "testredis:replicated", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.MasterClient.Do(ctx, "wait", 1, 10000).Int(); err != nil || n != 1 {
+		t.Fatalf("the replica did not confirm a write within 10 s: %d, %v", n, err)
+	}
+	p.MasterClient.Del(ctx, "testredis:replicated")
 	pid, err := strconv.Atoi(InfoField(t, p.ReplicaClient, "server", "process_id"))
 	if err != nil {
 		t.Fatalf("the replica's process_id: %v", err)
