@@ -53,6 +53,7 @@ func StartReplicated(t testing.TB) *Replicated {
 		t.Fatalf("the replica did not confirm a write within 10 s: %d, %v", n, err)
 	}
 	p.MasterClient.Del(ctx, "testredis:replicated")
+	p.MasterClient.ConfigResetStat(ctx) // WaitCalls counts the test's WAITs only
 	pid, err := strconv.Atoi(InfoField(t, p.ReplicaClient, "server", "process_id"))
 	if err != nil {
 		t.Fatalf("the replica's process_id: %v", err)
