@@ -230,6 +230,13 @@ func (m *Module) Logger() *slog.Logger { return m.log }
 // close it.
 func (m *Module) Redis() redis.UniversalClient { return m.client }
 
+// durability is what global.redis.wait_replicas and wait_timeout ask of the
+// writes that must survive a failover (docs/durability.md).
+func (m *Module) durability() store.Durability {
+	r := m.cfg.Global.Redis
+	return store.Durability{Replicas: r.WaitReplicas, Timeout: time.Duration(r.WaitTimeout) * time.Millisecond}
+}
+
 // startRanks builds the leaderboard backend: in-process on the memory
 // backend, else on Redis under the module's prefix. Periodic resets need a
 // scheduler (bindings.Ranks.Scheduler); without one shield.rank refuses the
@@ -239,7 +246,7 @@ func (m *Module) startRanks() {
 	if m.backend == BackendMemory {
 		m.rankBackend = rank.NewMemory(nil)
 	} else {
-		m.rankBackend = rank.NewRedis(m.client, m.cfg.Global.Redis.Prefix)
+		m.rankBackend = rank.NewRedis(m.client, m.cfg.Global.Redis.Prefix, rank.WithDurability(m.durability()))
 	}
 	m.ranks = &bindings.Ranks{Backend: m.rankBackend, MaxMembers: c.MaxMembers, Archive: c.Reset.Enabled,
 		ArchiveTTL: config.Seconds(c.Reset.ArchiveTTL), Log: m.log}
@@ -266,7 +273,7 @@ func (m *Module) startQueues() {
 			},
 			Up: func() { m.log.Info("shield: queue pub/sub connection back") },
 		})
-		m.queueBackend = queue.NewRedis(m.client, prefix, m.queueBus, queue.RedisOptions{Consumer: consumer})
+		m.queueBackend = queue.NewRedis(m.client, prefix, m.queueBus, queue.RedisOptions{Consumer: consumer, Durability: m.durability()})
 	}
 	q.Backend = m.queueBackend
 	m.queues = q
@@ -281,7 +288,7 @@ func (m *Module) startLocks() error {
 	if m.backend == BackendMemory {
 		m.distLocks = lock.NewMemory(nil)
 	} else {
-		m.distLocks = lock.NewRedis(m.client, prefix, m.internal)
+		m.distLocks = lock.NewRedis(m.client, prefix, m.internal, lock.WithDurability(m.durability()))
 	}
 	l.Dist = m.distLocks
 	if c.Redlock.Enabled {
@@ -406,7 +413,7 @@ func (m *Module) startGlobal() error {
 				m.log.Info("shield: internal pub/sub connection back; local cache cleared")
 			},
 		})
-		var opts []kv.RedisOption
+		opts := []kv.RedisOption{kv.WithDurability(m.durability())}
 		if c.Enabled && c.Sync {
 			if err := m.startCacheSync(g, keys); err != nil {
 				return err

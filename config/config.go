@@ -156,6 +156,14 @@ type Redis struct {
 	// PoolSize is the connection pool size; 0 means the go-redis default.
 	// Default 0.
 	PoolSize int `yaml:"pool_size"`
+	// WaitReplicas is how many replicas must confirm a write before it is
+	// acknowledged (Redis WAIT after the write; docs/durability.md lists the
+	// writes). A write they do not confirm within WaitTimeout raises an
+	// error although the master applied it. 0 turns it off. Default 0.
+	WaitReplicas int `yaml:"wait_replicas"`
+	// WaitTimeout bounds that wait, in milliseconds: > 0, and below the read
+	// timeout (WAIT holds the connection that long). Default 1000.
+	WaitTimeout int64 `yaml:"wait_timeout"`
 }
 
 // Cache is the "global.cache" section.
@@ -385,6 +393,8 @@ func Default() Config {
 				ReadTimeout:  3000,
 				WriteTimeout: 3000,
 				PoolSize:     0,
+				WaitReplicas: 0,
+				WaitTimeout:  1000,
 			},
 			Cache: Cache{
 				Enabled:    true,

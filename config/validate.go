@@ -144,7 +144,25 @@ func (v *validator) redis(r *Redis) {
 	v.nonNegative(p+"read_timeout", r.ReadTimeout, maxMillis)
 	v.nonNegative(p+"write_timeout", r.WriteTimeout, maxMillis)
 	v.nonNegative(p+"pool_size", int64(r.PoolSize), 0)
+	v.nonNegative(p+"wait_replicas", int64(r.WaitReplicas), maxWaitReplicas)
+	v.positive(p+"wait_timeout", r.WaitTimeout, maxMillis)
+	// WAIT holds its connection up to wait_timeout: a read timeout that ends
+	// first would fail every write the replicas are slow to confirm with an
+	// i/o timeout instead of the documented error.
+	read := r.ReadTimeout
+	if read == 0 {
+		read = 3000 // the go-redis default
+	}
+	if r.WaitReplicas > 0 && r.WaitTimeout >= read {
+		v.failAt([]string{p + "wait_timeout", p + "read_timeout"},
+			"global.redis.wait_timeout (%d ms) must be below global.redis.read_timeout (%d ms): WAIT holds the connection that long",
+			r.WaitTimeout, read)
+	}
 }
+
+// maxWaitReplicas bounds global.redis.wait_replicas (a Redis master serves
+// far fewer replicas in practice).
+const maxWaitReplicas = 100
 
 // redisURL checks a redis:// or rediss:// URL and returns the database number
 // in its path (0 when absent), or -1 if the URL is invalid. name is the key

@@ -43,6 +43,7 @@ type Redis struct {
 	cluster  bool
 	announce string // channel; "" = no announcements
 	origin   string
+	durable  store.Durability
 }
 
 var _ Store = (*Redis)(nil)
@@ -55,6 +56,13 @@ type RedisOption func(*Redis)
 // tells a process its own announcements apart.
 func WithAnnounce(channel, origin string) RedisOption {
 	return func(r *Redis) { r.announce, r.origin = channel, origin }
+}
+
+// WithDurability makes Set, MSet, Delete and IncrBy wait for d's replicas
+// (see store.Durability); their errors are then a *store.NotDurableError
+// when the replicas did not confirm the write in time.
+func WithDurability(d store.Durability) RedisOption {
+	return func(r *Redis) { r.durable = d }
 }
 
 // NewRedis returns a Store on c with keys under prefix. It does no I/O and
@@ -153,7 +161,7 @@ func (r *Redis) Set(key string, value []byte, ttl time.Duration) *store.Op[struc
 			return struct{}{}, fmt.Errorf("kv: set %q: %w", key, err)
 		}
 		return struct{}{}, announceErr("set", key, cmds[1:])
-	}, cmds...)
+	}, cmds...).Durable(r.durable)
 }
 
 // MSet stores all pairs in MULTI/EXEC transactions: one in total on a
@@ -226,7 +234,7 @@ func (r *Redis) mset(ctx context.Context, pairs []Pair, ttl time.Duration) error
 
 func (r *Redis) msetTx(ctx context.Context, pairs []Pair, ttl time.Duration) error {
 	cmds := make([]*redis.StatusCmd, len(pairs))
-	_, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := store.TxPipelined(ctx, r.c, r.keys.Global(pairs[0].Key), r.durable, func(p redis.Pipeliner) error {
 		for i, pr := range pairs {
 			cmds[i] = p.Set(ctx, r.keys.Global(pr.Key), nonNil(pr.Value), ttl)
 		}
@@ -253,7 +261,7 @@ func (r *Redis) Delete(key string) *store.Op[bool] {
 			return false, fmt.Errorf("kv: delete %q: %w", key, err)
 		}
 		return n > 0, announceErr("delete", key, cmds[1:])
-	}, cmds...)
+	}, cmds...).Durable(r.durable)
 }
 
 // incrScript is INCRBYFLOAT plus a float64 range check (see its header).
@@ -291,7 +299,7 @@ func (r *Redis) IncrBy(key string, delta float64) *store.Op[float64] {
 			return 0, fmt.Errorf("kv: incrby %q: %w", key, err)
 		}
 		return v, announceErr("incrby", key, cmds[1:])
-	}, cmds...)
+	}, cmds...).Durable(r.durable)
 }
 
 // TTL returns the remaining time to live of key (PTTL).

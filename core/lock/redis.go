@@ -100,6 +100,20 @@ type Redis struct {
 	watch     *watcher
 	seed      maphash.Seed
 	recent    [keyCacheSize]atomic.Pointer[lockKeySet] // the keys of recently used names
+	durable   store.Durability
+}
+
+// RedisOption configures NewRedis.
+type RedisOption func(*Redis)
+
+// WithDurability makes grants (TryAcquire) and renewals (Extend) wait for
+// d's replicas (see store.Durability): a grant or renewal a failover could
+// lose would let a second holder in. Their error is then a
+// *store.NotDurableError when the replicas did not confirm in time; the
+// master has applied the grant, which stands there until its ttl lapses or
+// the owner releases it.
+func WithDurability(d store.Durability) RedisOption {
+	return func(r *Redis) { r.durable = d }
 }
 
 // lockKeySet is the keys and channel of one lock name.
@@ -122,9 +136,13 @@ var _ Backend = (*Redis)(nil)
 // Watch (see Redis for the bus it needs). It does no I/O and never fails; c
 // and bus stay owned by the caller. With a nil bus, Watch fails (waiters
 // then retry at their retry interval).
-func NewRedis(c redis.UniversalClient, prefix string, bus pubsub.Bus) *Redis {
+func NewRedis(c redis.UniversalClient, prefix string, bus pubsub.Bus, opts ...RedisOption) *Redis {
 	k := store.Keys{Prefix: prefix}
-	return &Redis{c: c, keys: k, layoutErr: checkLayout(k), watch: newWatcher(bus), seed: maphash.MakeSeed()}
+	r := &Redis{c: c, keys: k, layoutErr: checkLayout(k), watch: newWatcher(bus), seed: maphash.MakeSeed()}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // lockKeys returns the KEYS every script gets and the wake-up channel.
@@ -260,7 +278,7 @@ func (r *Redis) TryAcquire(name, owner string, mode Mode, o Options) *store.Op[A
 			return Attempt{}, statusErr(op, name, status)
 		}
 		return Attempt{}, rep.Err()
-	}, cmd)
+	}, cmd).Durable(r.durable)
 }
 
 // Release runs scripts/release_exclusive.lua or release_shared.lua.
@@ -316,7 +334,7 @@ func (r *Redis) Extend(name, owner string, mode Mode, token int64, ttl time.Dura
 		return store.Failed[None](err)
 	}
 	cmd := extendScript.CmdBoxed(keys, owner, modeArg(mode), ttlMillis(ttl), token)
-	return store.Commands(r.c, func() (None, error) { return statusReply(op, name, cmd.Cmd) }, cmd)
+	return store.Commands(r.c, func() (None, error) { return statusReply(op, name, cmd.Cmd) }, cmd).Durable(r.durable)
 }
 
 // Info runs scripts/info.lua (read-only). Errors: ErrInvalid, the Redis

@@ -33,6 +33,7 @@ type Redis struct {
 	keys     store.Keys
 	bus      pubsub.Bus
 	consumer string
+	durable  store.Durability
 	t        timing
 	wg       sync.WaitGroup
 
@@ -56,6 +57,13 @@ type RedisOptions struct {
 	// (unique per process: "node_id:service_id:<random>"). "" means
 	// "<hostname>:<pid>:<random>".
 	Consumer string
+	// Durability makes pushes (every kind of queue, dead-letter requeues
+	// included) and acks wait for its replicas (see store.Durability); their
+	// error is then a *store.NotDurableError when the replicas did not
+	// confirm in time (the master applied the push or ack). Pops, nacks,
+	// releases and extends do not wait: a failover that loses one delivers
+	// the message again. Zero: off.
+	Durability store.Durability
 }
 
 // timing holds the Redis backend's intervals (tests shorten them).
@@ -93,7 +101,7 @@ func NewRedis(c redis.UniversalClient, prefix string, bus pubsub.Bus, o RedisOpt
 		_, _ = rand.Read(b[:])
 		o.Consumer = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	return &Redis{c: c, keys: store.Keys{Prefix: prefix}, bus: bus, consumer: o.Consumer, t: defaultTiming,
+	return &Redis{c: c, keys: store.Keys{Prefix: prefix}, bus: bus, consumer: o.Consumer, durable: o.Durability, t: defaultTiming,
 		queues: map[string]*redisOpen{}, stops: map[int]StopFunc{}}
 }
 

@@ -75,7 +75,7 @@ func bodiesArgs(head []any, bodies [][]byte) []any {
 func (s *redisSorted) pushZset(op, mode, value string, bodies [][]byte) *store.Op[struct{}] {
 	cmd := zsetPushScript.Cmd([]string{s.key, s.meta, s.flag},
 		bodiesArgs([]any{s.kind.String(), s.o.MaxLength, s.channel, mode, value}, bodies)...)
-	return store.Commands(s.r.c, pushResult(op, s.name, cmd), cmd)
+	return store.Commands(s.r.c, pushResult(op, s.name, cmd), cmd).Durable(s.r.durable)
 }
 
 // popN pops up to n messages; wait marks the caller as a waiter.
@@ -266,7 +266,7 @@ func (q *redisPlain) Push(body []byte) *store.Op[struct{}] { return q.PushBatch(
 
 func (q *redisPlain) PushBatch(bodies [][]byte) *store.Op[struct{}] {
 	cmd := listPushScript.Cmd([]string{q.key, q.meta, q.flag}, bodiesArgs([]any{q.o.MaxLength, q.channel}, bodies)...)
-	return store.Commands(q.r.c, pushResult("push", q.name, cmd), cmd)
+	return store.Commands(q.r.c, pushResult("push", q.name, cmd), cmd).Durable(q.r.durable)
 }
 
 func (q *redisPlain) Pop() *store.Op[Message] { return q.pop() }

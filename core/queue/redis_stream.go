@@ -121,7 +121,7 @@ func boolArg(b bool) string {
 // push runs stream_push.lua.
 func (s *redisStream) push(op string, bodies [][]byte) *store.Op[[]string] {
 	cmd, decode := s.pushCmd(op, bodies)
-	return store.Commands(s.r.c, decode, cmd)
+	return store.Commands(s.r.c, decode, cmd).Durable(s.r.durable)
 }
 
 // pushOne pushes one body and returns its id.
@@ -133,7 +133,7 @@ func (s *redisStream) pushOne(body []byte) *store.Op[string] {
 			return "", err
 		}
 		return ids[0], nil
-	}, cmd)
+	}, cmd).Durable(s.r.durable)
 }
 
 func (s *redisStream) pushCmd(op string, bodies [][]byte) (*store.ScriptCmd, func() ([]string, error)) {
@@ -257,7 +257,7 @@ func (rc *redisReceiver) Ack(d *Delivery) *store.Op[struct{}] {
 			err = errs[0]
 		}
 		return struct{}{}, err
-	}, cmd)
+	}, cmd).Durable(rc.s.r.durable)
 }
 
 // ackMany acknowledges every delivery of ds in one script call; each must
@@ -289,7 +289,7 @@ func (rc *redisReceiver) ackMany(ds []*Delivery) *store.Op[[]error] {
 			j++
 		}
 		return errs, nil
-	}, cmd)
+	}, cmd).Durable(rc.s.r.durable)
 }
 
 // ackCmd is stream_ack.lua for ds (marked settling) and its decoder, which
@@ -690,12 +690,12 @@ func (l *redisDeadLetters) Requeue(id string) *store.Op[struct{}] {
 	return store.Commands(l.s.r.c, func() (struct{}, error) {
 		_, err := decode()
 		return struct{}{}, err
-	}, cmd)
+	}, cmd).Durable(l.s.r.durable)
 }
 
 func (l *redisDeadLetters) RequeueAll() *store.Op[int] {
 	cmd, decode := l.requeue("dead_letter requeue_all", "")
-	return store.Commands(l.s.r.c, decode, cmd)
+	return store.Commands(l.s.r.c, decode, cmd).Durable(l.s.r.durable)
 }
 
 func (l *redisDeadLetters) Purge() *store.Op[int64] {

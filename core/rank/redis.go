@@ -75,16 +75,32 @@ const seqWidth = 15
 // script with the board's keys (one hash tag); Top, Range, Count, Version
 // and Archive are single commands. Each operation is one round trip.
 type Redis struct {
-	c    redis.UniversalClient
-	keys store.Keys
+	c       redis.UniversalClient
+	keys    store.Keys
+	durable store.Durability
 }
 
 var _ Backend = (*Redis)(nil)
 
 // NewRedis returns a Backend on c with keys under prefix. It does no I/O
 // and never fails; c stays owned by the caller.
-func NewRedis(c redis.UniversalClient, prefix string) *Redis {
-	return &Redis{c: c, keys: store.Keys{Prefix: prefix}}
+func NewRedis(c redis.UniversalClient, prefix string, opts ...RedisOption) *Redis {
+	r := &Redis{c: c, keys: store.Keys{Prefix: prefix}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// RedisOption configures NewRedis.
+type RedisOption func(*Redis)
+
+// WithDurability makes every write (Update, MUpdate, Incr, Remove, Clear,
+// Swap, ArchiveAndClear) wait for d's replicas (see store.Durability); its
+// error is then a *store.NotDurableError when the replicas did not confirm
+// it in time.
+func WithDurability(d store.Durability) RedisOption {
+	return func(r *Redis) { r.durable = d }
 }
 
 // Board returns a handle on name. Errors: ErrInvalid.
@@ -130,6 +146,12 @@ func run[T any](b *redisBoard, op string, s *store.Script, extraKeys []string, d
 		}
 		return decode(store.ReadReply(b.what(op), cmd.Cmd))
 	}, cmd)
+}
+
+// runWrite is run for a script that writes: it waits for the replicas the
+// backend's Durability asks for.
+func runWrite[T any](b *redisBoard, op string, s *store.Script, extraKeys []string, decode func(r *store.Reply) (T, error), args ...any) *store.Op[T] {
+	return run(b, op, s, extraKeys, decode, args...).Durable(b.r.durable)
 }
 
 func (b *redisBoard) what(op string) string { return "rank: " + op + " " + strconv.Quote(b.name) }
@@ -225,7 +247,7 @@ func (b *redisBoard) Update(uid string, score float64, mode Mode) *store.Op[Upda
 	if err := checkUpdate(b.name, uid, score, mode); err != nil {
 		return store.Failed[Updated](err)
 	}
-	return run(b, "update", updateScript, nil, decodeUpdated, b.max, mode.String(), uid, num(normZero(score)))
+	return runWrite(b, "update", updateScript, nil, decodeUpdated, b.max, mode.String(), uid, num(normZero(score)))
 }
 
 // MUpdate sets every score in one step (mupdate.lua). Errors: ErrInvalid.
@@ -239,7 +261,7 @@ func (b *redisBoard) MUpdate(scores map[string]float64) *store.Op[Written] {
 	for _, uid := range uids {
 		args = append(args, uid, num(normZero(scores[uid])))
 	}
-	return run(b, "mupdate", mupdateScript, nil, decodeWritten, args...)
+	return runWrite(b, "mupdate", mupdateScript, nil, decodeWritten, args...)
 }
 
 func decodeWritten(r *store.Reply) (Written, error) {
@@ -252,7 +274,7 @@ func (b *redisBoard) Incr(uid string, delta float64) *store.Op[Updated] {
 	if err := checkIncr(b.name, uid, delta); err != nil {
 		return store.Failed[Updated](err)
 	}
-	return run(b, "incr", incrScript, nil, decodeUpdated, b.max, uid, num(delta))
+	return runWrite(b, "incr", incrScript, nil, decodeUpdated, b.max, uid, num(delta))
 }
 
 // Remove deletes uid (remove.lua). Errors: ErrInvalid.
@@ -260,12 +282,12 @@ func (b *redisBoard) Remove(uid string) *store.Op[Written] {
 	if err := checkUID("remove", b.name, "uid", uid); err != nil {
 		return store.Failed[Written](err)
 	}
-	return run(b, "remove", removeScript, nil, decodeWritten, uid)
+	return runWrite(b, "remove", removeScript, nil, decodeWritten, uid)
 }
 
 // Clear deletes every member (clear.lua).
 func (b *redisBoard) Clear() *store.Op[Written] {
-	return run(b, "clear", clearScript, nil, decodeWritten)
+	return runWrite(b, "clear", clearScript, nil, decodeWritten)
 }
 
 // Swap exchanges the places of a and b (swap.lua). Errors: ErrNotFound,
@@ -278,7 +300,7 @@ func (b *redisBoard) Swap(a, c string, expect *Expect) *store.Op[Swapped] {
 	if expect != nil {
 		args[2], args[3], args[4] = "1", num(expect.A), num(expect.B)
 	}
-	return run(b, "swap", swapScript, nil, func(r *store.Reply) (Swapped, error) {
+	return runWrite(b, "swap", swapScript, nil, func(r *store.Reply) (Swapped, error) {
 		switch st := r.Int(); {
 		case r.Err() != nil:
 			return Swapped{}, r.Err()
@@ -452,7 +474,7 @@ func (b *redisBoard) ArchiveAndClear(date string, top int, ttl time.Duration) *s
 		return store.Failed[Reset](err)
 	}
 	extra := []string{b.r.keys.RankArchive(b.name, date)}
-	return run(b, "archive_and_clear", resetScript, extra, func(r *store.Reply) (Reset, error) {
+	return runWrite(b, "archive_and_clear", resetScript, extra, func(r *store.Reply) (Reset, error) {
 		s := Reset{Done: r.Int() == 1, Archived: int(r.Int()), Cleared: int(r.Int()), Version: r.Int()}
 		return s, r.End()
 	}, date, top, max(ttl.Milliseconds(), 1))

@@ -64,6 +64,9 @@ type redisOp[T any] struct {
 	c      redis.UniversalClient
 	cmds   []redis.Cmder
 	decode func() (T, error)
+	// durable is set by Durable only (a pointer: the Ops of the default,
+	// without durability, stay as small as they were).
+	durable *durableOp
 }
 
 // Kind says how an Op runs.
@@ -159,6 +162,8 @@ func (o *Op[T]) Result() (T, error) {
 type Pending interface {
 	client() redis.UniversalClient
 	commands() []redis.Cmder
+	durability() Durability
+	setWaitErr(error)
 	settle()
 }
 
@@ -167,13 +172,17 @@ func (o *Op[T]) commands() []redis.Cmder       { return o.redis.cmds }
 
 // settle decodes the replies. The decoder reads every command's outcome,
 // a failed connection included (go-redis records it on each command), so
-// its errors can say which operation and key failed.
+// its errors can say which operation and key failed. A write marked Durable
+// that succeeded fails when its WAIT counted too few replicas.
 func (o *Op[T]) settle() {
 	if o.settled {
 		return
 	}
 	o.settled = true
 	o.val, o.err = o.redis.decode()
+	if d := o.redis.durable; o.err == nil && d != nil && d.err != nil {
+		o.err = d.err
+	}
 }
 
 // Batch sends the commands of many Redis Ops together: one pipeline per
@@ -201,7 +210,8 @@ func (b *Batch) Reset() {
 // their commands sent once more. A failure of the connection settles the
 // Ops it hit with that error. Exec returns within OpTimeout of its clients
 // (or ctx's earlier deadline), whatever Redis does: a Redis that does not
-// answer fails the Ops with a timeout then.
+// answer fails the Ops with a timeout then. When an Op is marked Durable, a
+// WAIT follows the commands on their connection (see Durability).
 func (b *Batch) Exec(ctx context.Context) {
 	if len(b.ops) == 0 {
 		return
@@ -218,17 +228,20 @@ func (b *Batch) Exec(ctx context.Context) {
 	defer cancel()
 	start := time.Now()
 	for _, c := range clients {
-		var cmds []redis.Cmder
+		var (
+			cmds []redis.Cmder
+			wait Durability
+		)
 		for _, p := range b.ops {
 			if p.client() == c {
 				cmds = append(cmds, p.commands()...)
+				wait = wait.max(p.durability())
 			}
 		}
-		send(ctx, c, cmds)
-		if lost := noScript(cmds); len(lost) > 0 {
-			if err := reload(ctx, c, lost); err == nil {
-				send(ctx, c, lost)
-			}
+		if wait.On() {
+			b.execDurable(ctx, c, wait)
+		} else {
+			sendReloading(ctx, c, cmds)
 		}
 		if ctx.Err() != nil {
 			noAnswer(cmds, time.Since(start))
