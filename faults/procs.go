@@ -63,7 +63,13 @@ func (c Config) yaml() string {
 		fmt.Fprintf(&b, "    dial_timeout: %d\n    read_timeout: %d\n    write_timeout: %d\n", ms, ms, ms)
 	}
 	if c.WaitReplicas > 0 {
-		fmt.Fprintf(&b, "    wait_replicas: %d\n    wait_timeout: 1000\n", c.WaitReplicas)
+		// wait_timeout must stay below read_timeout (the WAIT holds the
+		// connection): half of it.
+		readMs := int64(3000) // read_timeout's default
+		if c.Timeouts > 0 {
+			readMs = c.Timeouts.Milliseconds()
+		}
+		fmt.Fprintf(&b, "    wait_replicas: %d\n    wait_timeout: %d\n", c.WaitReplicas, max(readMs/2, 1))
 	}
 	b.WriteString("  runtime:\n    shutdown_grace: 2000\n")
 	b.WriteString(c.Extra)

@@ -237,23 +237,6 @@ func groupRecovery(t *testing.T, after, until time.Time, groups ...[]*Proc) time
 	return worst
 }
 
-// supportsWait reports whether this build's config loader knows
-// global.redis.wait_replicas: it runs shield against cfg and looks for the
-// loader's unknown-key error.
-func supportsWait(t *testing.T, cfg string) bool {
-	p := StartShield(t, "probe", cfg, "common.lua")
-	if !p.Wait(30 * time.Second) {
-		t.Fatalf("faults: the config probe hung")
-	}
-	if strings.Contains(p.Stderr(), `unknown key "global.redis.wait_replicas"`) {
-		return false
-	}
-	if p.Err() != nil {
-		t.Fatalf("faults: the config probe failed: %v\n%s", p.Err(), p.Stderr())
-	}
-	return true
-}
-
 // outcome evaluates the common invariants of a mix after a fault and
 // records the row. lossExpected: the fault may lose acknowledged writes in
 // this configuration (asynchronous replication, empty restart): the loss is
@@ -361,10 +344,6 @@ func TestClusterKillMaster(t *testing.T) {
 			prefix := prefixFor()
 			cfg := Config{Addrs: c.Seeds(), Cluster: true, Prefix: prefix, WaitReplicas: wait, Timeouts: redisTO}.Write(t)
 			name := fmt.Sprintf("cluster kill -9 master (wait_replicas=%d)", wait)
-			if wait > 0 && !supportsWait(t, cfg) {
-				record(Row{Scenario: name, Lost: "-", Doubled: "-", Verdict: "skipped: this build has no global.redis.wait_replicas"})
-				t.Skip("global.redis.wait_replicas is not a config key in this build (the config loader rejects it); the durable variant is skipped")
-			}
 			victim := c.MasterOf(t, prefix+"global:kv")
 			dur := 16 * time.Second
 			started := time.Now()
@@ -387,10 +366,6 @@ func TestSentinelFailover(t *testing.T) {
 			prefix := prefixFor()
 			cfg := Config{Addrs: s.Addrs(), MasterName: SentinelMaster, Prefix: prefix, WaitReplicas: wait, Timeouts: redisTO}.Write(t)
 			name := fmt.Sprintf("Sentinel failover (wait_replicas=%d)", wait)
-			if wait > 0 && !supportsWait(t, cfg) {
-				record(Row{Scenario: name, Lost: "-", Doubled: "-", Verdict: "skipped: this build has no global.redis.wait_replicas"})
-				t.Skip("global.redis.wait_replicas is not a config key in this build (the config loader rejects it); the durable variant is skipped")
-			}
 			dur := 16 * time.Second
 			started := time.Now()
 			m := startMix(t, cfg, mixSpec{kv: 2, rank: 1, locks: 2, prods: 1, cons: 1, dur: dur, lockTTL: 3000})
