@@ -37,6 +37,23 @@ func BenchmarkSchedulerRegister(b *testing.B) {
 	b.ReportMetric(float64(int64(after.HeapObjects)-int64(before.HeapObjects))/float64(b.N), "heap-objs/task")
 }
 
+// BenchmarkSchedulerRegisterCron is BenchmarkSchedulerRegister with a cron
+// schedule (the same expression for every task, as a server registers
+// them).
+func BenchmarkSchedulerRegisterCron(b *testing.B) {
+	rt := schedulerRuntime(b, nil)
+	if err := rt.RunString(`names = {} for i = 1, ... do names[i] = "t" .. i end`, "names.lua", lua.LNumber(b.N)); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	if err := rt.RunString(`
+		local s, n, names = shield.scheduler(), ..., names
+		local function job() end
+		for i = 1, n do s:cron(names[i], "*/5 * * * *", job) end`, "bench.lua", lua.LNumber(b.N)); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // schedulerRuntime is a runtime of the CLI's state whose shield.scheduler
 // is an Engine of its own on clk (nil: the real clock), all closed when b
 // ends.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -45,6 +47,30 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 // ErrInvalid and name the field and token:
 // `cron "0 25 * * *": hour field: 25 out of range 0-23`.
 func Cron(expr string) (Schedule, error) {
+	if s, ok := parsedCron.Load(expr); ok {
+		return s.(Schedule), nil
+	}
+	s, err := parseCron(expr)
+	if err == nil && parsedCronN.Add(1) <= parsedCronMax {
+		parsedCron.Store(expr, s)
+	}
+	return s, err
+}
+
+// parsedCron caches Cron's schedules by expression. A server registers
+// thousands of tasks with a few distinct expressions, and parsing (robfig's
+// parser, our field check, the fires search) was a third of a cron
+// registration from Lua. A Schedule is immutable (timeline copies the
+// spec), so one value serves every task. Past parsedCronMax expressions
+// new ones are parsed each time, so the cache stays small.
+var (
+	parsedCron  sync.Map // expression -> Schedule
+	parsedCronN atomic.Int32
+)
+
+const parsedCronMax = 1024
+
+func parseCron(expr string) (Schedule, error) {
 	e := strings.Join(strings.Fields(expr), " ")
 	bad := func(format string, args ...any) (Schedule, error) {
 		return Schedule{}, fmt.Errorf("%w: cron %q: %s", ErrInvalid, expr, fmt.Sprintf(format, args...))
