@@ -250,6 +250,12 @@ type outcome struct {
 	extraLost    map[string]int
 	hung         int
 	workEnd      time.Time // when the bounded workloads stop
+	// noSpareReplica: with wait_replicas the failover leaves the new master
+	// without a replica (until the demoted master resyncs, or for good
+	// after a kill -9), so its waiting writes raise "confirmed by 0 of 1
+	// replicas" meanwhile, as docs/durability.md says: recovery is
+	// measured, not bounded.
+	noSpareReplica bool
 }
 
 func evaluate(t *testing.T, store redis.UniversalClient, prefix string, m *mix, cfg string, o outcome) {
@@ -316,7 +322,17 @@ func evaluate(t *testing.T, store redis.UniversalClient, prefix string, m *mix, 
 	var rec time.Duration
 	if !o.faultEnd.IsZero() {
 		rec = groupRecovery(t, o.faultEnd, o.workEnd, m.kv, m.rank, m.locks, m.prods, m.cons, m.fires)
-		v.check(rec <= recoverMax, "recovery took %v (bound %v)", rec, recoverMax)
+		if o.noSpareReplica {
+			t.Logf("recovery %v not bounded: the new master has no replica to confirm writes", rec)
+			for _, p := range m.all { // but what fails meanwhile fails as documented
+				if errs := p.Lines("ERR"); len(errs) > 0 && rec > recoverMax {
+					last := strings.Join(errs[len(errs)-1].Fields, " ")
+					v.check(strings.Contains(last, "wait_replicas"), "%s: its writes failed with something else than the durability error: %s", p.Name, last)
+				}
+			}
+		} else {
+			v.check(rec <= recoverMax, "recovery took %v (bound %v)", rec, recoverMax)
+		}
 		if rec > recoverMax {
 			for _, p := range m.all {
 				if errs := p.Lines("ERR"); len(errs) > 0 {
@@ -352,7 +368,7 @@ func TestClusterKillMaster(t *testing.T) {
 			victim.Kill()
 			killed := time.Now()
 			hung := m.finish(t, dur, started)
-			evaluate(t, c.Client(t), prefix, m, cfg, outcome{name: name, lossExpected: wait == 0, faultEnd: killed, hung: hung, workEnd: started.Add(dur)})
+			evaluate(t, c.Client(t), prefix, m, cfg, outcome{name: name, lossExpected: wait == 0, noSpareReplica: wait > 0, faultEnd: killed, hung: hung, workEnd: started.Add(dur)})
 		})
 	}
 }
@@ -374,7 +390,7 @@ func TestSentinelFailover(t *testing.T) {
 			hung := m.finish(t, dur, started)
 			store := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: s.Addrs()})
 			defer store.Close()
-			evaluate(t, store, prefix, m, cfg, outcome{name: name, lossExpected: wait == 0, faultEnd: at, hung: hung, workEnd: started.Add(dur)})
+			evaluate(t, store, prefix, m, cfg, outcome{name: name, lossExpected: wait == 0, noSpareReplica: wait > 0, faultEnd: at, hung: hung, workEnd: started.Add(dur)})
 		})
 	}
 }
