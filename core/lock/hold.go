@@ -352,7 +352,24 @@ func (h *Hold) released1(n int, err error, done func(int, error)) {
 		h.end()
 		done(0, opErr("release", h.key.name, ErrLost))
 	default:
-		done(0, opErr("release", h.key.name, err))
+		// Redis did not confirm the release (no answer, an error). The task
+		// asked to let go, so here it does: a level less (the next release
+		// names the levels kept, so the backend's count comes right), and
+		// at its last level the hold ends and is no longer renewed, so a
+		// release that did not land frees the lock when its lease runs out.
+		// Before, the hold stayed whole: a script that went on after the
+		// error took the lock again as a re-entry of the hold it believed
+		// released (the same token), and the watchdog kept it for good
+		// (the fault suite's Cluster kill).
+		if n > 0 {
+			h.count = n
+			if h.gate {
+				_, _ = h.s.releaseLocal(gateName(h.key.name), h.key.owner, h.key.mode, false)
+			}
+		} else {
+			h.end()
+		}
+		done(n, opErr("release", h.key.name, fmt.Errorf("%w (the hold ended here; the lock frees itself when its lease runs out)", err)))
 	}
 }
 

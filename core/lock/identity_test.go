@@ -3,11 +3,13 @@ package lock
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -280,5 +282,51 @@ func TestSessionGrantAfterAFreezeIsNotAReentry(t *testing.T) {
 	p.mustRelease(r.h, 0)
 	if info, held, err := inf(t.Context(), b, "late"); err != nil || held {
 		t.Fatalf("after the release: %+v, held %v, %v; want free", info, held, err)
+	}
+}
+
+// failingRelease is a backend whose next Release calls fail without
+// reaching it, as when Redis does not answer.
+type failingRelease struct {
+	Backend
+	fails atomic.Int32
+}
+
+func (f *failingRelease) Release(name, owner string, mode Mode, token int64, keep int) *store.Op[None] {
+	if f.fails.Add(-1) >= 0 {
+		return store.Failed[None](errors.New("redis: i/o timeout (injected)"))
+	}
+	return f.Backend.Release(name, owner, mode, token, keep)
+}
+
+// A release that Redis did not confirm still ends the task's hold: it is no
+// longer renewed, and the task's next acquire is a new hold (it waits for
+// the unreleased record's lease), not a re-entry under the old token —
+// which a script that went on after the error kept renewed for good.
+func TestSessionUnconfirmedReleaseEndsTheHold(t *testing.T) {
+	for name, backend := range distributedBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := &failingRelease{Backend: backend(t)}
+			p := newProc(t, b, nil)
+			ttl := 1500 * time.Millisecond
+			l := p.lock(Spec{Name: "unconfirmed", Mode: Exclusive, Scope: Distributed, Given: Given{TTL: &ttl}})
+			h := p.mustAcquire(l, ownerA, TryOnce)
+			old := h.Token()
+			b.fails.Store(1)
+			if _, err := p.release(h); err == nil {
+				t.Fatal("the injected release failure was not reported")
+			}
+			if !h.Released() {
+				t.Fatal("the hold still counts as held after its release failed")
+			}
+			h2 := p.mustAcquire(l, ownerA, 10*time.Second)
+			if h2.Count() != 1 || h2.Token() <= old {
+				t.Fatalf("acquire after an unconfirmed release: count %d token %d; want a new hold (count 1, token > %d)", h2.Count(), h2.Token(), old)
+			}
+			p.mustRelease(h2, 0)
+			if info := p.info(l); info.Held {
+				t.Fatalf("after the release: %+v; want free", info)
+			}
+		})
 	}
 }
