@@ -327,7 +327,7 @@ func evaluate(t *testing.T, store redis.UniversalClient, prefix string, m *mix, 
 			for _, p := range m.all { // but what fails meanwhile fails as documented
 				if errs := p.Lines("ERR"); len(errs) > 0 && rec > recoverMax {
 					last := strings.Join(errs[len(errs)-1].Fields, " ")
-					v.check(strings.Contains(last, "wait_replicas"), "%s: its writes failed with something else than the durability error: %s", p.Name, last)
+					v.check(strings.Contains(last, "confirmed_by"), "%s: its writes failed with something else than the durability error: %s", p.Name, last)
 				}
 			}
 		} else {
