@@ -130,24 +130,48 @@ func userWhere(L *lua.LState) string {
 	// whose frames are all the runtime's: the user's line is in the thread
 	// that resumed it.
 	for th := L; th != nil; th = th.Parent {
-		for level := 0; level < 12; level++ {
-			dbg, ok := th.GetStack(level)
-			if !ok {
-				break
-			}
-			if _, err := th.GetInfo("Sl", dbg, lua.LNil); err != nil {
-				return ""
-			}
-			if dbg.What == "G" || isRuntimeSource(dbg.Source) {
-				continue
-			}
-			if dbg.CurrentLine <= 0 {
-				return ""
-			}
-			return dbg.Source + ":" + itoa(dbg.CurrentLine) + ": "
+		if w, found := threadWhere(th); found {
+			return w
 		}
 	}
 	return ""
+}
+
+// opWhere is userWhere for the call o parked: a suspended coroutine has no
+// Parent (gopher-lua clears it on yield), so the walk follows the threads
+// the call parked, up to its task's own. Without this, a call whose user
+// frame is in a resumer (`pcall(g.incr, g, k)`, `return g:incr(k)` inside
+// pcall) lost its position when it completed after yielding.
+func opWhere(o *op) string {
+	for _, th := range o.chain {
+		if w, found := threadWhere(th); found {
+			return w
+		}
+	}
+	w, _ := threadWhere(o.task.co)
+	return w
+}
+
+// threadWhere is "file:line: " of th's innermost script frame; found is
+// true when the walk of th decided (also when it decided on no position).
+func threadWhere(th *lua.LState) (w string, found bool) {
+	for level := 0; level < 12; level++ {
+		dbg, ok := th.GetStack(level)
+		if !ok {
+			return "", false
+		}
+		if _, err := th.GetInfo("Sl", dbg, lua.LNil); err != nil {
+			return "", true
+		}
+		if dbg.What == "G" || isRuntimeSource(dbg.Source) {
+			continue
+		}
+		if dbg.CurrentLine <= 0 {
+			return "", true
+		}
+		return dbg.Source + ":" + itoa(dbg.CurrentLine) + ": ", true
+	}
+	return "", false
 }
 
 func isRuntimeSource(src string) bool { return strings.HasPrefix(src, shieldlua.ChunkPrefix) }
