@@ -174,6 +174,47 @@ func threadWhere(th *lua.LState) (w string, found bool) {
 	return "", false
 }
 
+// relocate(err) -> err, or, when err is a message positioned in the
+// runtime's own code, the message at the script's line instead. A Go
+// function that pcall (or xpcall, l:with) calls directly is called by the
+// prelude, so gopher-lua's own errors (tostring(), string.rep()) named
+// <shield>/prelude.lua:N and the prelude's local "f": the message reads as
+// stock gopher-lua's pcall(tostring) does.
+func relocate(L *lua.LState) int {
+	if s, ok := L.Get(1).(lua.LString); ok {
+		if rest, ok := stripRuntimePosition(string(s)); ok {
+			L.Push(lua.LString(userWhere(L) + rest))
+			return 1
+		}
+	}
+	L.Push(L.Get(1))
+	return 1
+}
+
+// stripRuntimePosition removes a leading "<shield>/file.lua:N: " (and the
+// name "f" gopher-lua takes from the prelude's call site for the function
+// that raised: "bad argument #1 to f").
+func stripRuntimePosition(msg string) (string, bool) {
+	if !strings.HasPrefix(msg, shieldlua.ChunkPrefix) {
+		return msg, false
+	}
+	pos, rest, ok := strings.Cut(msg, ": ")
+	if !ok {
+		return msg, false
+	}
+	i := strings.LastIndexByte(pos, ':')
+	if i < 0 {
+		return msg, false
+	}
+	if _, err := strconv.Atoi(pos[i+1:]); err != nil {
+		return msg, false
+	}
+	if strings.HasPrefix(rest, "bad argument #") {
+		rest = strings.Replace(rest, " to f (", " to (anonymous) (", 1)
+	}
+	return rest, true
+}
+
 func isRuntimeSource(src string) bool { return strings.HasPrefix(src, shieldlua.ChunkPrefix) }
 
 func itoa(n int) string { return strconv.Itoa(n) }
