@@ -25,6 +25,41 @@ func TestExposeReachesLaterRuntimes(t *testing.T) {
 	}
 }
 
+// A Go panic in an exposed function raises a Lua error that names the
+// function, at the caller's line (it surfaced as the bare panic value); a
+// conversion error names it too. The runtime stays usable.
+func TestExposedFunctionErrorsNameTheFunction(t *testing.T) {
+	m := newModule(t, config.Default())
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(m.Expose("grant_gold", func(uid string, n int) int { panic("ledger offline") }))
+	must(m.Expose("load_player", func(ctx context.Context, uid string) (string, error) {
+		var seen map[string]bool
+		seen[uid] = true // a runtime panic: assignment to entry in nil map
+		return uid, nil
+	}))
+	must(m.Expose("double", func(n int) int { return 2 * n }))
+	rt := newRuntime(t, m)
+	for src, want := range map[string]string{
+		`grant_gold("u1", 5)`: `t.lua:1: grant_gold: panic: ledger offline`,
+		"\nlocal ok, e = pcall(grant_gold, 'u1', 5)\nerror(e, 0)": `t.lua:2: grant_gold: panic: ledger offline`,
+		`load_player("u1")`: `t.lua:1: load_player: panic: assignment to entry in nil map`,
+		`double("x")`:       `t.lua:1: bad argument #1 to 'double' (cannot use x (type lua.LString) as type int)`,
+	} {
+		err := rt.RunString(src, "t.lua")
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s:\n got %v\nwant %s", src, err, want)
+		}
+	}
+	if err := rt.RunString(`assert(double(21) == 42)`, "t.lua"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // L.PreloadModule("shield", mod.Loader): require returns the runtime's
 // library; without a runtime it says what to do.
 func TestLoader(t *testing.T) {

@@ -130,24 +130,89 @@ func userWhere(L *lua.LState) string {
 	// whose frames are all the runtime's: the user's line is in the thread
 	// that resumed it.
 	for th := L; th != nil; th = th.Parent {
-		for level := 0; level < 12; level++ {
-			dbg, ok := th.GetStack(level)
-			if !ok {
-				break
-			}
-			if _, err := th.GetInfo("Sl", dbg, lua.LNil); err != nil {
-				return ""
-			}
-			if dbg.What == "G" || isRuntimeSource(dbg.Source) {
-				continue
-			}
-			if dbg.CurrentLine <= 0 {
-				return ""
-			}
-			return dbg.Source + ":" + itoa(dbg.CurrentLine) + ": "
+		if w, found := threadWhere(th); found {
+			return w
 		}
 	}
 	return ""
+}
+
+// opWhere is userWhere for the call o parked: a suspended coroutine has no
+// Parent (gopher-lua clears it on yield), so the walk follows the threads
+// the call parked, up to its task's own. Without this, a call whose user
+// frame is in a resumer (`pcall(g.incr, g, k)`, `return g:incr(k)` inside
+// pcall) lost its position when it completed after yielding.
+func opWhere(o *op) string {
+	for _, th := range o.chain {
+		if w, found := threadWhere(th); found {
+			return w
+		}
+	}
+	w, _ := threadWhere(o.task.co)
+	return w
+}
+
+// threadWhere is "file:line: " of th's innermost script frame; found is
+// true when the walk of th decided (also when it decided on no position).
+func threadWhere(th *lua.LState) (w string, found bool) {
+	for level := 0; level < 12; level++ {
+		dbg, ok := th.GetStack(level)
+		if !ok {
+			return "", false
+		}
+		if _, err := th.GetInfo("Sl", dbg, lua.LNil); err != nil {
+			return "", true
+		}
+		if dbg.What == "G" || isRuntimeSource(dbg.Source) {
+			continue
+		}
+		if dbg.CurrentLine <= 0 {
+			return "", true
+		}
+		return dbg.Source + ":" + itoa(dbg.CurrentLine) + ": ", true
+	}
+	return "", false
+}
+
+// relocate(err) -> err, or, when err is a message positioned in the
+// runtime's own code, the message at the script's line instead. A Go
+// function that pcall (or xpcall, l:with) calls directly is called by the
+// prelude, so gopher-lua's own errors (tostring(), string.rep()) named
+// <shield>/prelude.lua:N and the prelude's local "f": the message reads as
+// stock gopher-lua's pcall(tostring) does.
+func relocate(L *lua.LState) int {
+	if s, ok := L.Get(1).(lua.LString); ok {
+		if rest, ok := stripRuntimePosition(string(s)); ok {
+			L.Push(lua.LString(userWhere(L) + rest))
+			return 1
+		}
+	}
+	L.Push(L.Get(1))
+	return 1
+}
+
+// stripRuntimePosition removes a leading "<shield>/file.lua:N: " (and the
+// name "f" gopher-lua takes from the prelude's call site for the function
+// that raised: "bad argument #1 to f").
+func stripRuntimePosition(msg string) (string, bool) {
+	if !strings.HasPrefix(msg, shieldlua.ChunkPrefix) {
+		return msg, false
+	}
+	pos, rest, ok := strings.Cut(msg, ": ")
+	if !ok {
+		return msg, false
+	}
+	i := strings.LastIndexByte(pos, ':')
+	if i < 0 {
+		return msg, false
+	}
+	if _, err := strconv.Atoi(pos[i+1:]); err != nil {
+		return msg, false
+	}
+	if strings.HasPrefix(rest, "bad argument #") {
+		rest = strings.Replace(rest, " to f (", " to (anonymous) (", 1)
+	}
+	return rest, true
 }
 
 func isRuntimeSource(src string) bool { return strings.HasPrefix(src, shieldlua.ChunkPrefix) }

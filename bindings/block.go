@@ -61,7 +61,7 @@ func (rt *Runtime) finishOp(o *op) {
 		// A call the closing runtime ended ends its task without counting
 		// as a failure of the script.
 		t.closed = errors.Is(err, errClosing)
-		rt.resume(t, rt.fail, lua.LString(userWhere(o.L)+o.name+": "+err.Error()))
+		rt.resume(t, rt.fail, lua.LString(opWhere(o)+o.name+": "+err.Error()))
 		return
 	}
 	rt.resume(t, vals...)

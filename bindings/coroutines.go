@@ -24,14 +24,15 @@ func (rt *Runtime) coCreate(L *lua.LState) int {
 	return n
 }
 
-// busy(co) -> why a script may not resume co, or nil: co waits in a shield
-// call (it belongs to that call until the call completes), or co is a
-// task's own thread (the runtime resumes it). Not-threads give nil, so
-// coroutine.resume raises its usual argument error.
+// busy(co, fn) -> why a script may not resume co, or nil: co waits in a
+// shield call (it belongs to that call until the call completes), or co is
+// a task's own thread (the runtime resumes it). A co that is not a thread
+// is an argument error of coroutine.fn, raised at the script's line (the
+// stock function, called from the prelude, named a runtime position).
 func (rt *Runtime) busy(L *lua.LState) int {
 	co, ok := L.Get(1).(*lua.LState)
 	if !ok {
-		return 0
+		raise(L, "bad argument #1 to '%s' (coroutine expected, got %s)", L.Get(2).String(), L.Get(1).Type())
 	}
 	if o := rt.parked[co]; o != nil {
 		L.Push(lua.LString("it is waiting in " + o.name))

@@ -89,21 +89,29 @@ func plainCalls(L *lua.LState) bool {
 	return true
 }
 
-// currentLine returns "source:line" of the Lua function L is running, or ""
-// (a Go function, or no frame).
+// currentLine returns "source:line" of the script code L is running, or ""
+// (a Go function, or no frame). Runtime frames are skipped, and so is a
+// thread with only those (a pcall worker): the line is the script's own,
+// the one that called into the runtime (`pcall(go_fn)` returning into the
+// prelude said <shield>/prelude.lua:112).
 func currentLine(L *lua.LState) string {
 	if frameLayoutErr != nil {
 		return ""
 	}
-	for f := currentFrame(L); f != nil; f = f.Parent {
-		if f.Fn == nil || f.Fn.IsG || f.Fn.Proto == nil {
-			continue
+	for th := L; th != nil; th = th.Parent {
+		for f := currentFrame(th); f != nil; f = f.Parent {
+			if f.Fn == nil || f.Fn.IsG || f.Fn.Proto == nil {
+				continue
+			}
+			p := f.Fn.Proto
+			if isRuntimeSource(p.SourceName) {
+				continue
+			}
+			if f.Pc > 0 && f.Pc <= len(p.DbgSourcePositions) {
+				return fmt.Sprintf("%s:%d", p.SourceName, p.DbgSourcePositions[f.Pc-1])
+			}
+			return p.SourceName
 		}
-		p := f.Fn.Proto
-		if f.Pc > 0 && f.Pc <= len(p.DbgSourcePositions) {
-			return fmt.Sprintf("%s:%d", p.SourceName, p.DbgSourcePositions[f.Pc-1])
-		}
-		return p.SourceName
 	}
 	return ""
 }

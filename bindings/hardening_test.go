@@ -134,6 +134,36 @@ func TestSlowTaskInsideAGoFunction(t *testing.T) {
 	}
 }
 
+// A task hogging the loop inside runtime code (here returning from a Go
+// function pcall called) is reported at its own line, the pcall's, never
+// at a runtime position (it said at=<shield>/prelude.lua:112). go_busy
+// returns once the monitor's probe is set, so the next instruction, which
+// answers it, is the prelude's.
+func TestSlowTaskLineIsTheScriptsInsideRuntimeCode(t *testing.T) {
+	var logs syncBuffer
+	rt := newTestRuntime(t, &Services{Log: logTo(&logs), SlowTask: 300 * time.Millisecond})
+	if err := rt.Do(func(L *lua.LState) error {
+		L.SetGlobal("go_busy", L.NewFunction(func(*lua.LState) int {
+			for end := time.Now().Add(10 * time.Second); rt.vm.flags.Load()&flagProbe == 0 && time.Now().Before(end); {
+				time.Sleep(time.Millisecond)
+			}
+			return 0
+		}))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, rt, `
+		local ok = pcall(go_busy)
+		local t0 = os.clock()
+		while os.clock() - t0 < 0.6 do end
+		shield.sleep(1)`)
+	out := logs.String()
+	if !strings.Contains(out, "at=test.lua:2 ") || strings.Contains(out, "<shield>") {
+		t.Fatalf("want the warning at the pcall's line:\n%s", out)
+	}
+}
+
 func TestSleepBounds(t *testing.T) {
 	rt := newTestRuntime(t, nil)
 	for _, src := range []string{`shield.sleep(1e13)`, `shield.sleep(2^63)`} {

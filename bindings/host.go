@@ -158,7 +158,9 @@ func (rt *Runtime) valueNamed(name string, v any) lua.LValue {
 	withCtx := t.NumIn() > 0 && t.In(0) == ctxType
 	withErr := t.NumOut() > 0 && t.Out(t.NumOut()-1) == errType
 	if !withCtx && !withErr {
-		return luar.New(rt.L, v)
+		// Called through the same protected wrapper, so a panic names
+		// the function like an error does.
+		return rt.guarded(name, luar.New(rt.L, v), nil)
 	}
 	// An adapter without the context parameter and the error result, which
 	// gopher-luar converts; the error it swallowed is raised afterwards.
@@ -193,17 +195,41 @@ func (rt *Runtime) valueNamed(name string, v any) lua.LValue {
 		}
 		return res
 	})
-	inner := luar.New(rt.L, adapter.Interface())
+	return rt.guarded(name, luar.New(rt.L, adapter.Interface()), func() error {
+		err := failed
+		failed = nil
+		return err
+	})
+}
+
+// guarded is a Lua function that calls inner (a gopher-luar function)
+// protected: its error, and a Go panic inside it, raise "<name>: ..." at the
+// caller's line ("<name>: panic: ..." for a panic; without the wrapper a
+// panic surfaced as its bare value, with no name and no position). failed,
+// when not nil, returns the error an adapter swallowed, to raise after.
+func (rt *Runtime) guarded(name string, inner lua.LValue, failed func() error) *lua.LFunction {
 	return rt.L.NewFunction(func(L *lua.LState) int {
 		base := L.GetTop()
 		L.Insert(inner, 1)
-		failed = nil
-		if err := L.PCall(base, lua.MultRet, nil); err != nil {
-			raise(L, "%s: %s", name, lua.LVAsString(errorValue(err)))
+		if failed != nil {
+			_ = failed()
 		}
-		if err := failed; err != nil {
-			failed = nil
-			raise(L, "%s: %s", name, err.Error())
+		if err := L.PCall(base, lua.MultRet, nil); err != nil {
+			var api *lua.ApiError
+			if errors.As(err, &api) && api.Type == lua.ApiErrorPanic {
+				raise(L, "%s: panic: %s", name, lua.LVAsString(api.Object))
+			}
+			msg := strings.TrimPrefix(lua.LVAsString(errorValue(err)), userWhere(L))
+			if arg, ok := strings.CutPrefix(msg, "bad argument "); ok {
+				// gopher-luar's conversion error: name the function
+				raise(L, "bad argument %s", strings.Replace(arg, " to (anonymous) (", " to '"+name+"' (", 1))
+			}
+			raise(L, "%s: %s", name, msg)
+		}
+		if failed != nil {
+			if err := failed(); err != nil {
+				raise(L, "%s: %s", name, err.Error())
+			}
 		}
 		return L.GetTop()
 	})

@@ -244,6 +244,9 @@ func (rt *Runtime) installQueues(lib *lua.LTable, q *Queues) {
 func (b *queueBinding) open(L *lua.LState, ctor, typ string, kind queue.Kind) int {
 	a := argsOf(L, "shield", ctor)
 	name := a.name(1, "queue name")
+	if name[0] == '}' { // the core refuses it too; say it as every constructor does
+		a.bad(1, "queue name must not start with '}'")
+	}
 	opts := b.options(a, 2, kind)
 	o := &queueObj{b: b, kind: kind, typ: typ, name: name, opts: opts}
 	var q any

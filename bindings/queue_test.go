@@ -35,6 +35,8 @@ func TestQueueArgumentErrors(t *testing.T) {
 	for _, c := range []struct{ src, want string }{
 		{`shield.queue()`, `shield: bad argument #1 to 'queue' (string expected, got no value)`},
 		{`shield.queue("")`, `bad argument #1 to 'queue' (queue name must not be empty)`},
+		{`shield.queue("}x")`, `test.lua:1: shield: bad argument #1 to 'queue' (queue name must not start with '}')`},
+		{`shield.reliable_queue("}x")`, `test.lua:1: shield: bad argument #1 to 'reliable_queue' (queue name must not start with '}')`},
 		{`shield.queue("q", { bogus = 1 })`, `bad argument #2 to 'queue' (unknown option "bogus" (known: max_length, message_ttl))`},
 		{`shield.queue("q", { visibility_timeout = 5 })`, `unknown option "visibility_timeout" (known: max_length, message_ttl)`},
 		{`shield.reliable_queue("r", { max_retries = -1 })`, `option max_retries must be a whole number >= 0, got -1`},

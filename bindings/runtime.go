@@ -131,6 +131,7 @@ func (rt *Runtime) install() error {
 	priv.RawSetString("disown", L.NewFunction(rt.disown))
 	priv.RawSetString("running", L.NewFunction(rt.coRunning))
 	priv.RawSetString("where", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LString(userWhere(L))); return 1 }))
+	priv.RawSetString("relocate", L.NewFunction(relocate))
 	fn, err := L.Load(stringsReader(shieldlua.Prelude), shieldlua.ChunkPrefix+"prelude.lua")
 	if err != nil {
 		return fmt.Errorf("shield: prelude: %w", err)

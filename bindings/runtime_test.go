@@ -176,6 +176,36 @@ func TestArgumentErrorsNameTheCallAndLine(t *testing.T) {
 // another task spins for 20 ms after the spawner slept 1 ms, so the timer
 // has fired by the next turn (which ran it first and the spawned task
 // after).
+// gopher-lua's own argument errors raised by a function the runtime's Lua
+// calls (pcall(tostring), the stock coroutine functions behind ours, a Go
+// function run as a task) name the script's line, never a runtime
+// position (they said <shield>/prelude.lua:N and the prelude's local names).
+func TestArgumentErrorsNeverNameARuntimePosition(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	cases := map[string]string{
+		"local ok, e = pcall(tostring)\nerror(e, 0)":                            `test.lua:1: bad argument #1 to (anonymous) (value expected)`,
+		"local ok, e = pcall(string.rep, 'x')\nerror(e, 0)":                     `test.lua:1: bad argument #2 to (anonymous) (number expected, got nil)`,
+		"local ok, e = xpcall(tostring, function(m) return m end)\nerror(e, 0)": `test.lua:1: bad argument #1 to (anonymous) (value expected)`,
+		"local ok, e = pcall(coroutine.resume, 42)\nerror(e, 0)":                `test.lua:1: bad argument #1 to 'resume' (coroutine expected, got number)`,
+		`coroutine.resume(nil)`:                                                 `test.lua:1: bad argument #1 to 'resume' (coroutine expected, got nil)`,
+		`coroutine.status({})`:                                                  `test.lua:1: bad argument #1 to 'status' (coroutine expected, got table)`,
+		`coroutine.wrap(5)`:                                                     `test.lua:1: bad argument #1 to 'wrap' (function expected, got number)`,
+	}
+	for src, want := range cases {
+		err := run(t, rt, src)
+		var te *TaskError
+		if !errors.As(err, &te) || te.Message != want {
+			t.Errorf("%s:\n got %v\nwant %s", src, err, want)
+		}
+	}
+	tostr := global(t, rt, "tostring").(*lua.LFunction)
+	_, err := rt.Call(context.Background(), tostr)
+	var te *TaskError
+	if !errors.As(err, &te) || te.Message != "bad argument #1 to (anonymous) (value expected)" {
+		t.Errorf("a Go function run as a task: got %v", err)
+	}
+}
+
 func TestSpawnedTaskStartsBeforeALaterTimer(t *testing.T) {
 	rt := newTestRuntime(t, nil)
 	mustRun(t, rt, `

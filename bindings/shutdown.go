@@ -229,7 +229,7 @@ func (rt *Runtime) interruptAlive(grace time.Duration, by time.Time) {
 // interrupts it. Loop only.
 func (rt *Runtime) interruptCause(t *Task) error {
 	if o := t.waiting; o != nil {
-		return &errInterruptedWaiting{call: o.name, at: strings.TrimSuffix(userWhere(o.L), ": ")}
+		return &errInterruptedWaiting{call: o.name, at: strings.TrimSuffix(opWhere(o), ": ")}
 	}
 	return ErrInterrupted
 }

@@ -257,6 +257,13 @@ func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 		var api *lua.ApiError
 		if errors.As(err, &api) {
 			terr.Message, terr.Value = errorText(rt.L, api.Object), api.Object
+			// A task function that is a Go function (shield.spawn(tostring))
+			// raised at the prelude's call site: no script line to give.
+			if msg, ok := stripRuntimePosition(terr.Message); ok {
+				if _, isStr := api.Object.(lua.LString); isStr {
+					terr.Message, terr.Value = msg, lua.LString(msg)
+				}
+			}
 		}
 		if cause != nil && !strings.Contains(terr.Message, cause.Error()) {
 			terr.Message = cause.Error() + ": " + terr.Message

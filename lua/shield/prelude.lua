@@ -6,11 +6,13 @@
 --   rt.done     marker a pooled task thread yields when its task function returned
 --   rt.arm      Go function: installs the traceback hook on the running task thread
 --   rt.create   Go coroutine.create: the thread gets the runtime's small stacks and interrupt context
---   rt.busy     Go function: busy(co) -> why co may not be resumed by a script (it waits in a
+--   rt.busy     Go function: busy(co, fn) -> why co may not be resumed by a script (it waits in a
 --               shield call, or it is a task's own thread), or nil
 --   rt.callable Go function: callable(v) -> true when v can be called (a function, or __call)
 --   rt.adopt, rt.disown, rt.running   Go functions: see adopt below
 --   rt.where    Go function: where() -> "file:line: " of the nearest script frame (not ours), or ""
+--   rt.relocate Go function: relocate(err) -> err, with a runtime position it starts with
+--               (a Go function pcall called raised at our call site) made the script's
 -- Returns a table: { wrap = fn(raw) -> blocking-call wrapper, task = task thread body,
 -- with = the l:with(fn) helper of lock objects }.
 --
@@ -20,7 +22,7 @@
 -- yield from inside is passed up to the task (Lua 5.2 semantics).
 local rt = ...
 local MARK, FAIL, DONE = rt.mark, rt.fail, rt.done
-local busy, callable, create, where = rt.busy, rt.callable, rt.create, rt.where
+local busy, callable, create, where, relocate = rt.busy, rt.callable, rt.create, rt.where, rt.relocate
 local co_resume, co_yield, co_status = coroutine.resume, coroutine.yield, coroutine.status
 local error, select, type, tostring = error, select, type, tostring
 
@@ -61,7 +63,7 @@ end
 coroutine.create = create
 
 function coroutine.resume(co, ...)
-	local why = busy(co)
+	local why = busy(co, "resume")
 	if why then
 		return false, "cannot resume non-suspended coroutine (" .. why .. ")"
 	end
@@ -69,7 +71,7 @@ function coroutine.resume(co, ...)
 end
 
 function coroutine.status(co)
-	if busy(co) then
+	if busy(co, "status") then
 		return "normal"
 	end
 	return co_status(co)
@@ -83,6 +85,9 @@ local function unwrap(ok, ...)
 end
 
 function coroutine.wrap(f)
+	if type(f) ~= "function" then
+		error(where() .. "bad argument #1 to 'wrap' (function expected, got " .. type(f) .. ")", 0)
+	end
 	local co = create(f)
 	return function(...)
 		local why = busy(co)
@@ -119,7 +124,7 @@ end
 local function settle(co, n, ok, ...)
 	if not ok then
 		disown(co)
-		return false, ...
+		return false, relocate((...))
 	end
 	if (...) == DONE then
 		disown(co)

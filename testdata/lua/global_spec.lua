@@ -103,6 +103,25 @@ describe("shield.global KV", function()
 		assert.are.equal("abc", g:get(key("word")))
 	end)
 
+	-- One failure, one message, at the caller's line, on every backend:
+	-- also when the line is in the frame that resumed the call (a Redis call
+	-- completes after its task yielded, when the coroutine that made it has
+	-- no parent any more).
+	it("reports an incr overflow with the same message and line everywhere", function()
+		local k = key("huge")
+		g:set(k, 1.7976931348623157e308)
+		local line = debug.getinfo(1, "l").currentline
+		local ok1, e1 = pcall(g.incr, g, k, 1e300)
+		local ok2, e2 = pcall(function() return g:incr(k, 1e300) end)
+		local ok3, e3 = pcall(function() local v = g:incr(k, 1e300) return v end)
+		local want = 'shield.global:incr: kv: increment would produce NaN or Infinity: "' .. k .. '"'
+		assert.is_false(ok1 or ok2 or ok3)
+		assert.are.equal("global_spec.lua:" .. (line + 1) .. ": " .. want, e1:match("[^/]*$"))
+		assert.are.equal("global_spec.lua:" .. (line + 2) .. ": " .. want, e2:match("[^/]*$"))
+		assert.are.equal("global_spec.lua:" .. (line + 3) .. ": " .. want, e3:match("[^/]*$"))
+		assert.are.equal(1.7976931348623157e308, g:get(k))
+	end)
+
 	it("rejects bad arguments clearly", function()
 		assert.error_matches(function() g:set(42, "v") end,
 			"shield.global: bad argument #2 to 'set' %(string expected, got number%)")
