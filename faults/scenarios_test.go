@@ -331,7 +331,7 @@ func evaluate(t *testing.T, store redis.UniversalClient, prefix string, m *mix, 
 			for _, p := range m.all {
 				for _, l := range p.Lines("ERR") {
 					if l.At.After(late) {
-						v.check(strings.Contains(strings.Join(l.Fields, " "), "confirmed_by"),
+						v.check(strings.Contains(strings.Join(l.Fields, " "), "written_on_the_master,_but_confirmed_by"),
 							"%s: a write failed %v after the fault with something else than the durability error: %s",
 							p.Name, l.At.Sub(o.faultEnd).Round(time.Millisecond), strings.Join(l.Fields, " "))
 					}

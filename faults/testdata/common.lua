@@ -4,7 +4,7 @@
 local M = {}
 
 function M.clean(err)
-  return (tostring(err):sub(1, 120):gsub("%s+", "_"))
+  return (tostring(err):sub(1, 300):gsub("%s+", "_"))
 end
 
 function M.emit(...)
