@@ -528,8 +528,9 @@ function rank:version() end
 function rank:snapshot(start, stop) end
 
 --- The entries archived by the reset of a period: date is "YYYYMMDD" (the
---- UTC date the period began) or Unix milliseconds of any moment of that
---- day. nil, "not_found" when there is none (never archived, or expired
+--- UTC date the period began), the number YYYYMMDD (a number from 19700101
+--- to 99991231 is a date, and raises unless it is a calendar date) or Unix
+--- milliseconds of any moment of that day. nil, "not_found" when there is none (never archived, or expired
 --- after rank.reset.archive_ttl).
 ---@param date string|integer
 ---@return shield.rank_entry[]|nil
