@@ -191,6 +191,11 @@ func (b *lockBinding) self(L *lua.LState, kind, fn string) (*lockObj, args) {
 	if !ok {
 		a.bad(1, kind+" expected, got "+a.got(1))
 	}
+	// An in-process lock runs no store.Op: the module's end is checked here
+	// (a distributed lock's Ops fail with it by themselves).
+	if err := b.rt.moduleClosed(); err != nil {
+		raise(L, "%s:%s: %s", kind, fn, err.Error())
+	}
 	return lo, a
 }
 
