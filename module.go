@@ -293,7 +293,7 @@ func (m *Module) startLocks() error {
 	if m.backend == BackendMemory {
 		m.distLocks = lock.NewMemory(nil)
 	} else {
-		m.distLocks = lock.NewRedis(m.client, prefix, m.internal, lock.WithDurability(m.durability()))
+		m.distLocks = lock.NewRedis(m.client, prefix, m.internal, lock.WithDurability(m.durability()), lock.WithServiceName(m.owner.ServiceName))
 	}
 	l.Dist = m.distLocks
 	if c.Redlock.Enabled {
@@ -309,7 +309,7 @@ func (m *Module) startLocks() error {
 				return fmt.Errorf("shield: lock.redlock.addrs: %w", err)
 			}
 			m.redlock = append(m.redlock, client)
-			nodes = append(nodes, lock.NewRedis(client, prefix, nil))
+			nodes = append(nodes, lock.NewRedis(client, prefix, nil, lock.WithServiceName(m.owner.ServiceName)))
 		}
 		l.Redlock = lock.NewRedlock(nodes, c.Redlock.Quorum)
 	}

@@ -218,7 +218,7 @@ function subscription:unsubscribe() end
 ---@class shield.lock_owner
 ---@field node_id string
 ---@field service_id integer|string
----@field service_name? string present when the holder has this process's node_id and service_id
+---@field service_name? string the holder's global.service_name, stored with a distributed hold (so also for a holder in another process); for an in-process lock, this process's
 ---@field thread_id string e.g. "coroutine-1a2b3c4d-7"
 
 ---@class shield.lock_info
