@@ -217,7 +217,7 @@ function subscription:unsubscribe() end
 --- Holder of a lock, as returned by owner() and info().owner.
 ---@class shield.lock_owner
 ---@field node_id string
----@field service_id integer|string
+---@field service_id? integer the holder's global.service_id (absent for an owner string of another form, written by some other client)
 ---@field service_name? string the holder's global.service_name, stored with a distributed hold (so also for a holder in another process); for an in-process lock, this process's
 ---@field thread_id string e.g. "coroutine-1a2b3c4d-7"
 
@@ -1018,6 +1018,7 @@ function shield.rate_limiter(name, opts) end
 ---@field error? string (failed)
 ---@field final? boolean failed: no retry follows
 ---@field count? integer missed: firings it stands for
+---@field last_scheduled? integer missed: the latest missed firing's scheduled time, Unix ms (scheduled is the first)
 
 ---@class shield.scheduler_task_info
 ---@field name string
