@@ -131,6 +131,10 @@ type Module struct {
 	internal   pubsub.Bus // Redis: cache invalidations and lock wake-ups, on their own connection
 	closeOnce  sync.Once
 	closed     atomic.Bool
+	// ctx is the parent of every runtime's context; Close cancels it with
+	// ErrModuleClosed.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 
 	hostMu   sync.Mutex
 	exposed  []exposed                // Expose: set in every new runtime
@@ -165,6 +169,7 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 		log = slog.Default()
 	}
 	m := &Module{cfg: cfg, backend: BackendNone, log: log}
+	m.ctx, m.cancel = context.WithCancelCause(context.Background())
 	store.RouteLogs(log) // go-redis's own log lines go through our logger
 	nodeID, err := cfg.Global.EffectiveNodeID()
 	if err != nil {
@@ -288,7 +293,7 @@ func (m *Module) startLocks() error {
 	if m.backend == BackendMemory {
 		m.distLocks = lock.NewMemory(nil)
 	} else {
-		m.distLocks = lock.NewRedis(m.client, prefix, m.internal, lock.WithDurability(m.durability()))
+		m.distLocks = lock.NewRedis(m.client, prefix, m.internal, lock.WithDurability(m.durability()), lock.WithServiceName(m.owner.ServiceName))
 	}
 	l.Dist = m.distLocks
 	if c.Redlock.Enabled {
@@ -304,7 +309,7 @@ func (m *Module) startLocks() error {
 				return fmt.Errorf("shield: lock.redlock.addrs: %w", err)
 			}
 			m.redlock = append(m.redlock, client)
-			nodes = append(nodes, lock.NewRedis(client, prefix, nil))
+			nodes = append(nodes, lock.NewRedis(client, prefix, nil, lock.WithServiceName(m.owner.ServiceName)))
 		}
 		l.Redlock = lock.NewRedlock(nodes, c.Redlock.Quorum)
 	}
@@ -457,7 +462,7 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 	if m.closed.Load() {
 		return nil, ErrModuleClosed
 	}
-	rt, err := bindings.NewRuntime(L, &bindings.Services{Log: m.log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks, Queues: m.queues, Limiters: m.limiters,
+	rt, err := bindings.NewRuntime(L, &bindings.Services{Context: m.ctx, Log: m.log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks, Queues: m.queues, Limiters: m.limiters,
 		Scheduler: m.schedBinding, SlowTask: config.Millis(m.cfg.Global.Runtime.SlowTask), Observe: m.observers()})
 	if err != nil {
 		return nil, err
@@ -471,8 +476,11 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 // way every task thread starts small (see docs/embedding.md).
 func StateOptions() lua.Options { return bindings.StateOptions() }
 
-// ErrModuleClosed is returned by NewRuntime once the module is closed.
-var ErrModuleClosed = errors.New("shield: module closed")
+// ErrModuleClosed is returned by NewRuntime once the module is closed, and
+// matches (errors.Is) the error of every capability call made afterwards
+// from a runtime left open: its message, "shield: module closed", is in the
+// Lua error.
+var ErrModuleClosed = store.ErrModuleClosed
 
 // CacheStats reports the local cache (zero when it is off).
 func (m *Module) CacheStats() kv.CacheStats {
@@ -512,6 +520,9 @@ func (m *Module) Close() error {
 	var err error
 	m.closeOnce.Do(func() {
 		m.closed.Store(true)
+		if m.cancel != nil {
+			m.cancel(ErrModuleClosed) // runtimes left open fail their calls with it
+		}
 		if m.ops != nil {
 			err = errors.Join(err, m.ops.Close())
 		}

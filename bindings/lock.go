@@ -191,6 +191,11 @@ func (b *lockBinding) self(L *lua.LState, kind, fn string) (*lockObj, args) {
 	if !ok {
 		a.bad(1, kind+" expected, got "+a.got(1))
 	}
+	// An in-process lock runs no store.Op: the module's end is checked here
+	// (a distributed lock's Ops fail with it by themselves).
+	if err := b.rt.moduleClosed(); err != nil {
+		raise(L, "%s:%s: %s", kind, fn, err.Error())
+	}
 	return lo, a
 }
 
@@ -449,17 +454,20 @@ func (b *lockBinding) infoCall(L *lua.LState, lo *lockObj, a args, convert func(
 	})
 }
 
-// ownerTable is the 锁信息 owner table of an owner string, read from the
-// right (node ids may contain ':').
-func (b *lockBinding) ownerTable(L *lua.LState, owner string) *lua.LTable {
+// ownerTable is the 锁信息 owner table of a holder, its owner string read
+// from the right (node ids may contain ':'). service_name is the one stored
+// with the hold (Redis), else this process's for its own holds.
+func (b *lockBinding) ownerTable(L *lua.LState, h lock.Holder) *lua.LTable {
 	t := L.NewTable()
-	o, ok := lock.ParseOwner(owner)
+	o, ok := lock.ParseOwner(h.Owner)
 	t.RawSetString("node_id", lua.LString(o.NodeID))
 	if ok {
 		t.RawSetString("service_id", lua.LNumber(o.ServiceID))
 	}
 	me := b.rt.svc.Owner
-	if ok && o.NodeID == me.NodeID && o.ServiceID == me.ServiceID {
+	if h.ServiceName != "" {
+		t.RawSetString("service_name", lua.LString(h.ServiceName))
+	} else if ok && o.NodeID == me.NodeID && o.ServiceID == me.ServiceID {
 		t.RawSetString("service_name", lua.LString(me.ServiceName))
 	}
 	t.RawSetString("thread_id", lua.LString(o.Thread))
@@ -469,7 +477,7 @@ func (b *lockBinding) ownerTable(L *lua.LState, owner string) *lua.LTable {
 // l:owner() -> {node_id, service_id, service_name, thread_id} of the holder, or nil.
 func (b *lockBinding) owner(L *lua.LState, lo *lockObj, a args) int {
 	return b.infoCall(L, lo, a, func(L *lua.LState, info lock.Info) []lua.LValue {
-		return []lua.LValue{b.ownerTable(L, info.Owners[0].Owner)}
+		return []lua.LValue{b.ownerTable(L, info.Owners[0])}
 	})
 }
 
@@ -491,7 +499,7 @@ func (b *lockBinding) info(L *lua.LState, lo *lockObj, a args) int {
 	return b.infoCall(L, lo, a, func(L *lua.LState, info lock.Info) []lua.LValue {
 		t := L.NewTable()
 		t.RawSetString("key", lua.LString(lo.l.Name()))
-		t.RawSetString("owner", b.ownerTable(L, info.Owners[0].Owner))
+		t.RawSetString("owner", b.ownerTable(L, info.Owners[0]))
 		t.RawSetString("acquired_at", lua.LNumber(info.AcquiredAt.UnixMilli()))
 		t.RawSetString("ttl", ttlValue(info.TTL))
 		count := 0

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -332,7 +333,8 @@ func rangeArgs(a args, n int) (int, int) {
 	return start, stop
 }
 
-// dateArg is a day: "YYYYMMDD" or Unix milliseconds (the UTC date of that
+// dateArg is a day: "YYYYMMDD", the number YYYYMMDD (19700101..99991231,
+// a calendar date) or Unix milliseconds (the UTC date of that
 // instant, as shield.now_ms() gives).
 func dateArg(a args, n int) string {
 	switch v := a.L.Get(n).(type) {
@@ -346,6 +348,15 @@ func dateArg(a args, n int) string {
 		a.bad(n, fmt.Sprintf(`date must be "YYYYMMDD" (a calendar date) or Unix milliseconds, got %q`, s))
 	case lua.LNumber:
 		ms := float64(v)
+		// A number that reads as YYYYMMDD is a date, not 5 to 115 days of
+		// 1970 in milliseconds: archive(20240101) is what a caller means.
+		if ms >= 19700101 && ms <= 99991231 {
+			d := fmt.Sprintf("%d", int64(ms))
+			if t, err := time.Parse("20060102", d); err == nil && float64(int64(ms)) == ms && t.Format("20060102") == d {
+				return d
+			}
+			a.bad(n, fmt.Sprintf(`date %s is a number from 19700101 to 99991231 but not a calendar date YYYYMMDD`, strconv.FormatFloat(ms, 'f', -1, 64)))
+		}
 		if ms >= 0 && ms <= maxDateMillis {
 			return time.UnixMilli(int64(ms)).UTC().Format("20060102")
 		}

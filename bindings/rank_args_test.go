@@ -100,6 +100,8 @@ func TestRankArgumentErrors(t *testing.T) {
 		`r:swap("a", "b", { expect = 5 })`: `option expect: table expected, got number`,
 		`r:swap("a", "b", { expect = { a = 1, b = "2" } })`: `expect: score of "b" must be a finite number, got "2"`,
 		`r:archive(-1)`:                             `date must be "YYYYMMDD" or Unix milliseconds from 0 to 253402300799999, got -1`,
+		`r:archive(20240230)`:                       `bad argument #2 to 'archive' (date 20240230 is a number from 19700101 to 99991231 but not a calendar date YYYYMMDD)`,
+		`r:archive(20240101.5)`:                     `(date 20240101.5 is a number from 19700101 to 99991231 but not a calendar date YYYYMMDD)`,
 		`r:mupdate({ [true] = 1 })`:                 `keys must be non-empty uid strings, got boolean`,
 		`r.count()`:                                 `bad argument #1 to 'count' (shield.rank expected, got no value (call it with ':'))`,
 		`r.top(shield.global, 1)`:                   `bad argument #1 to 'top' (shield.rank expected, got nil`,

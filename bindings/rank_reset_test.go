@@ -185,6 +185,7 @@ func TestRankResetArchivesTheEndedPeriodAndClears(t *testing.T) {
 		local want = "p2=300@1,p3=200@2,p1=100@3"
 		assert(show(daily:archive("20240501")) == want, show(daily:archive("20240501")))
 		assert(show(daily:archive(1714564800000 + 3600000)) == want) -- 2024-05-01T01:00Z in ms
+		assert(show(daily:archive(20240501)) == want, "the number 20240501 is the date, not Unix ms")
 		local none, why = daily:archive("20240502")
 		assert(none == nil and why == "not_found")
 		daily:update("p9", 1) -- the new period's first score`)

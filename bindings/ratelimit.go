@@ -250,7 +250,13 @@ func badSelf(L *lua.LState, fn string) {
 // comparison of the metatable: no allocation, no table lookup.
 func (b *limiterBinding) tb(L *lua.LState, fn string) *tbObj {
 	if ud, ok := L.Get(1).(*lua.LUserData); ok && ud.Metatable == lua.LValue(b.tbMeta) {
-		return ud.Value.(*tbObj)
+		o := ud.Value.(*tbObj)
+		// The bucket is process memory, no Op: the module's end is checked
+		// here (the sliding window's Ops fail with it by themselves).
+		if err := b.rt.moduleClosed(); err != nil {
+			raise(L, "%s:%s: %s", o.call, fn, err.Error())
+		}
+		return o
 	}
 	badSelf(L, fn)
 	return nil

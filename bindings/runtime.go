@@ -37,10 +37,12 @@ type Runtime struct {
 	stopOnce sync.Once
 	stopFns  []func() // OnStop
 
-	ctx    context.Context // cancelled when the runtime stops; in-flight work sees it
-	cancel context.CancelFunc
-	jobs   chan func()   // hands work to an idle worker
-	done   chan struct{} // closed when the loop has stopped for good
+	ctx context.Context // cancelled when the runtime stops or its module closes; in-flight work sees it
+	// modDone is closed when the module closes (nil: never); see moduleClosed.
+	modDone <-chan struct{}
+	cancel  context.CancelFunc
+	jobs    chan func()   // hands work to an idle worker
+	done    chan struct{} // closed when the loop has stopped for good
 
 	vm          *vmContext
 	mon         monitor
@@ -90,10 +92,18 @@ func NewRuntime(L *lua.LState, svc *Services) (*Runtime, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	parent := svc.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithCancel(parent)
+	var modDone <-chan struct{}
+	if svc.Context != nil {
+		modDone = svc.Context.Done()
+	}
 	rt := &Runtime{
 		L: L, svc: svc, log: log,
-		ctx: ctx, cancel: cancel, done: make(chan struct{}), jobs: make(chan func()),
+		ctx: ctx, cancel: cancel, modDone: modDone, done: make(chan struct{}), jobs: make(chan func()),
 		threads: map[*lua.LState]*Task{}, parked: map[*lua.LState]*op{}, owners: map[*lua.LState]*lua.LState{}, closers: map[int]func(){},
 		threadOpts: threadOptions(L.Options),
 	}
@@ -307,3 +317,15 @@ func (rt *Runtime) Tasks() int { return int(rt.live.Load()) }
 
 // Library returns the shield table (what require("shield") returns).
 func (rt *Runtime) Library() *lua.LTable { return rt.lib }
+
+// moduleClosed returns the module's close error (store.ErrModuleClosed)
+// once the module closed, else nil: for the calls that run no store.Op
+// (an Op fails with it by itself). One non-blocking receive.
+func (rt *Runtime) moduleClosed() error {
+	select {
+	case <-rt.modDone:
+		return context.Cause(rt.svc.Context)
+	default:
+		return nil
+	}
+}

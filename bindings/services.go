@@ -1,6 +1,7 @@
 package bindings
 
 import (
+	"context"
 	"log/slog"
 	"strconv"
 	"time"
@@ -14,8 +15,13 @@ import (
 // Services is what the process-wide Module hands every runtime. A nil
 // capability is not registered in Lua.
 type Services struct {
-	Log   *slog.Logger
-	Owner Owner
+	// Context ends when the module closes, with the cause
+	// store.ErrModuleClosed; a runtime's operations run under it, so a
+	// runtime left open past Module.Close fails every call with that error
+	// (on every backend) instead of reaching closed clients. nil: never ends.
+	Context context.Context
+	Log     *slog.Logger
+	Owner   Owner
 	// Now is the clock of shield.now_ms (time.Now when nil).
 	Now    func() time.Time
 	Global *Global

@@ -421,6 +421,8 @@ func TestValidationRules(t *testing.T) {
 			"config.yaml:3: global.redis.url and global.redis.addrs are mutually exclusive"},
 		{"redis inherit and url", "global:\n  redis:\n    inherit: true\n    url: redis://h:6379\n",
 			"config.yaml:3: global.redis.inherit uses the host's client"},
+		{"redis inherit and db", "global:\n  redis:\n    inherit: true\n    db: 2\n",
+			"config.yaml:4: global.redis.db (2) cannot be used with global.redis.inherit"},
 		{"redis cluster and sentinel", "global:\n  redis:\n    addrs: [a:1]\n    cluster: true\n    master_name: m\n",
 			"config.yaml:5: global.redis.cluster and global.redis.master_name are mutually exclusive"},
 		{"redis sentinel without addrs", "global:\n  redis:\n    master_name: m\n",

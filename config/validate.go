@@ -102,6 +102,12 @@ func (v *validator) redis(r *Redis) {
 		v.failAt([]string{p + "inherit", p + "url", p + "addrs"},
 			"global.redis.inherit uses the host's client; global.redis.url and global.redis.addrs must be empty")
 	}
+	// The host's client already has its database; the module cannot switch
+	// it (SELECT on a pooled client would move the host's own commands).
+	if r.Inherit && r.DB != 0 {
+		v.failAt([]string{p + "db", p + "inherit"},
+			"global.redis.db (%d) cannot be used with global.redis.inherit: the host's client keeps its own database; select it when creating that client", r.DB)
+	}
 	if r.URL != "" && len(r.Addrs) > 0 {
 		v.failAt([]string{p + "url", p + "addrs"},
 			"global.redis.url and global.redis.addrs are mutually exclusive; set one of them")

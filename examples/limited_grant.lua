@@ -6,11 +6,12 @@
 local shield = require("shield")
 local g = shield.global()
 local run = arg and arg[1] or "demo"
+local ns = "example:limited_grant:" .. run .. ":" -- this example's names: no other example shares them
 local claimers = tonumber(arg and arg[2]) or 500
 local STOCK = 100
 
-local stock_key, granted_key = "grant:" .. run .. ":stock", "grant:" .. run .. ":granted"
-local lock = shield.distributed_mutex("grant:" .. run, { ttl = 5000 })
+local stock_key, granted_key = ns .. "stock", ns .. "granted"
+local lock = shield.distributed_mutex(ns .. "lock", { ttl = 5000 })
 
 -- The first process to arrive stocks the item.
 lock:with(function()

@@ -6,19 +6,20 @@ local shield = require("shield")
 local g = shield.global()
 local run = arg and arg[1] or "demo"
 local server = arg and arg[2] or "s1"
+local ns = "example:matching_pool:" .. run .. ":" -- this example's names: no other example shares them
 local players = tonumber(arg and arg[3]) or 21
 local servers = tonumber(arg and arg[4]) or 1
 
-local pool_key = "match:" .. run .. ":pool"
-local lock = shield.distributed_mutex("match:" .. run, { ttl = 5000 })
+local pool_key = ns .. "pool"
+local lock = shield.distributed_mutex(ns .. "lock", { ttl = 5000 })
 
 lock:with(function()
 	local pool = g:get(pool_key) or {}
 	for i = 1, players do pool[#pool + 1] = server .. ":p" .. i end
 	g:set(pool_key, pool)
 end)
-g:incr("match:" .. run .. ":joined")
-while g:get("match:" .. run .. ":joined") < servers do shield.sleep(5) end
+g:incr(ns .. "joined")
+while g:get(ns .. "joined") < servers do shield.sleep(5) end
 
 -- Several matchmaker tasks per server, all racing for the same pool.
 local function take_pair()

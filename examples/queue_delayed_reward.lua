@@ -9,7 +9,8 @@ local delay = tonumber(arg and arg[1]) or 300
 local players = tonumber(arg and arg[2]) or 5
 local M = {}
 
-local q = shield.delay_queue("daily_reward")
+local ns = "example:queue_delayed_reward:" -- this example's names: no other example shares them
+local q = shield.delay_queue(ns .. "daily_reward")
 
 -- Stand-in for the game's own reward call.
 local granted, late = {}, {}

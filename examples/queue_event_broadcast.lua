@@ -7,7 +7,8 @@ local shield = require("shield")
 local events = tonumber(arg and arg[1]) or 3
 local M = {}
 
-local q = shield.broadcast_queue("game_events")
+local ns = "example:queue_event_broadcast:" -- this example's names: no other example shares them
+local q = shield.broadcast_queue(ns .. "game_events")
 
 -- Stand-ins for the services' own calls.
 local notified, checked = 0, 0

@@ -14,7 +14,7 @@
 local shield = require("shield")
 
 local M = {}
-local board = arg and arg[1] or "damage_rank"
+local board = "example:rank_damage:" .. (arg and arg[1] or "damage_rank") -- no other example shares it
 local rank = shield.rank(board)
 
 -- Records a hit; returns the player's best damage after it and whether

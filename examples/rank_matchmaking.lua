@@ -3,7 +3,7 @@
 -- when the board version moves.
 --   go run ./cmd/shield run examples/rank_matchmaking.lua [board]
 local shield = require("shield")
-local board = arg and arg[1] or "match_rank"
+local board = "example:rank_matchmaking:" .. (arg and arg[1] or "match_rank") -- no other example shares it
 local rank = shield.rank(board)
 
 rank:mupdate({ alice = 1500, bob = 1480, carol = 1460, dave = 1440, erin = 1420 })

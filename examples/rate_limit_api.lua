@@ -8,11 +8,12 @@ local shield = require("shield")
 -- Chat messages: at most 100/s per channel for the whole cluster, bursts of
 -- 200. allow() decides in local memory (no Redis call): cheap enough for
 -- every message.
-local chat = shield.rate_limiter("chat", { rate = 100, burst = 200 })
+local ns = "example:rate_limit_api:" -- this example's names: no other example shares them
+local chat = shield.rate_limiter(ns .. "chat", { rate = 100, burst = 200 })
 
 -- Gift claims: at most 3 per player in any 60 s, exactly (one Redis script
 -- per claim on Redis).
-local gifts = shield.rate_limiter("gift_claim", { window = 60000, max_requests = 3, sliding = true })
+local gifts = shield.rate_limiter(ns .. "gift_claim", { window = 60000, max_requests = 3, sliding = true })
 
 local sent, dropped = 0, 0
 for _ = 1, 250 do

@@ -7,21 +7,22 @@ local shield = require("shield")
 local scheduler = shield.scheduler()
 local g = shield.global()
 local mode = arg and arg[1]
+local ns = "example:scheduler_backup:" -- this example's names (keys, tasks, channels): no other example shares them
+local task_name = ns .. "data_backup"
 
 -- Host functions the game server provides; here, copies within shield.global.
 local function backup_player_data(day)
-	local players = g:get("players") or {}
-	g:set("backup." .. day .. ".players", players)
+	local players = g:get(ns .. "players") or {}
+	g:set(ns .. "backup." .. day .. ".players", players)
 	return #players
 end
 local function backup_global_data(day)
-	local keys = { "season", "motd" }
-	local copy = g:mget(keys)
-	g:set("backup." .. day .. ".global", copy)
-	return #keys
+	local values = g:mget({ ns .. "season", ns .. "motd" })
+	g:set(ns .. "backup." .. day .. ".global", { season = values[ns .. "season"], motd = values[ns .. "motd"] })
+	return 2
 end
 
-scheduler:cron("data_backup", "0 3 * * *", function(info)
+scheduler:cron(task_name, "0 3 * * *", function(info)
 	local day = os.date("!%Y-%m-%d", math.floor(info.scheduled / 1000))
 	local players = backup_player_data(day)
 	local keys = backup_global_data(day)
@@ -35,18 +36,18 @@ end, {
 	end,
 })
 
-local t = scheduler:get("data_backup")
+local t = scheduler:get(task_name)
 print(string.format("data_backup: schedule %q, next run %s", t:schedule(), os.date("!%Y-%m-%dT%H:%M:%SZ", t:next_run() / 1000)))
 
 if mode == "demo" then
-	g:set("players", { "alice", "bob", "carol" })
-	g:mset({ season = 7, motd = "welcome back" })
+	g:set(ns .. "players", { "alice", "bob", "carol" })
+	g:mset({ [ns .. "season"] = 7, [ns .. "motd"] = "welcome back" })
 	local done = false
-	scheduler:on("after", function(name) if name == "data_backup" then done = true end end)
-	assert(scheduler:trigger("data_backup"))
+	scheduler:on("after", function(name) if name == task_name then done = true end end)
+	assert(scheduler:trigger(task_name))
 	while not done do shield.sleep(5) end
 	local day = os.date("!%Y-%m-%d")
-	print(string.format("backed up %d players, season %s", #g:get("backup." .. day .. ".players"), g:get("backup." .. day .. ".global").season))
-	print("run_count " .. scheduler:get("data_backup"):run_count())
-	scheduler:remove("data_backup") -- lets the script end
+	print(string.format("backed up %d players, season %s", #g:get(ns .. "backup." .. day .. ".players"), g:get(ns .. "backup." .. day .. ".global").season))
+	print("run_count " .. scheduler:get(task_name):run_count())
+	scheduler:remove(task_name) -- lets the script end
 end

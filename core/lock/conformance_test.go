@@ -117,7 +117,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		if g.Count != 1 || g.TTL != 30*time.Second {
 			t.Fatalf("grant %+v; want count 1, ttl 30s", g)
 		}
-		info := wantOwners(t, b, "boss", Exclusive, Holder{"A", 1})
+		info := wantOwners(t, b, "boss", Exclusive, Holder{Owner: "A", Count: 1})
 		if info.Token != g.Token || !info.AcquiredAt.Equal(g.AcquiredAt) {
 			t.Fatalf("Info %+v does not match grant %+v", info, g)
 		}
@@ -140,7 +140,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		}
 		mustRefuse(t, b, "l", "B", Exclusive, re)
 		mustRefuse(t, b, "l", "B", Shared, x)
-		wantOwners(t, b, "l", Exclusive, Holder{"A", 1})
+		wantOwners(t, b, "l", Exclusive, Holder{Owner: "A", Count: 1})
 	})
 
 	t.Run("reentrant", func(t *testing.T) {
@@ -152,7 +152,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 				t.Fatalf("re-entry %d: %+v; want count %d, token %d and acquired_at of the first grant", want, g, want, g1.Token)
 			}
 		}
-		wantOwners(t, b, "l", Exclusive, Holder{"A", 3})
+		wantOwners(t, b, "l", Exclusive, Holder{Owner: "A", Count: 3})
 		mustRefuse(t, b, "l", "B", Exclusive, re)
 		mustRelease(t, b, "l", "A", Exclusive, 2)
 		mustRelease(t, b, "l", "A", Exclusive, 1)
@@ -168,10 +168,10 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		b := newBackend(t)
 		mustAcquire(t, b, "l", "A", Exclusive, x)
 		mustRefuse(t, b, "l", "A", Exclusive, x)
-		wantOwners(t, b, "l", Exclusive, Holder{"A", 1})
+		wantOwners(t, b, "l", Exclusive, Holder{Owner: "A", Count: 1})
 		mustAcquire(t, b, "l2", "R", Shared, x)
 		mustRefuse(t, b, "l2", "R", Shared, x)
-		wantOwners(t, b, "l2", Shared, Holder{"R", 1})
+		wantOwners(t, b, "l2", Shared, Holder{Owner: "R", Count: 1})
 	})
 
 	t.Run("release by non-holder", func(t *testing.T) {
@@ -183,7 +183,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		wantNotHeld(t, err, "release by another owner")
 		_, err = rel(t.Context(), b, "l", "A", Shared)
 		wantNotHeld(t, err, "release of a shared hold the owner does not have")
-		wantOwners(t, b, "l", Exclusive, Holder{"A", 1})
+		wantOwners(t, b, "l", Exclusive, Holder{Owner: "A", Count: 1})
 		mustRefuse(t, b, "l", "B", Exclusive, x)
 	})
 
@@ -197,11 +197,11 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 			}
 			return ok
 		})
-		wantOwners(t, b, "l", Exclusive, Holder{"B", 1})
+		wantOwners(t, b, "l", Exclusive, Holder{Owner: "B", Count: 1})
 		_, err := rel(t.Context(), b, "l", "A", Exclusive)
 		wantNotHeld(t, err, "release after the lease ended")
 		wantNotHeld(t, ext(t.Context(), b, "l", "A", Exclusive, hour), "extend after the lease ended")
-		wantOwners(t, b, "l", Exclusive, Holder{"B", 1})
+		wantOwners(t, b, "l", Exclusive, Holder{Owner: "B", Count: 1})
 	})
 
 	t.Run("extend", func(t *testing.T) {
@@ -213,7 +213,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		wantNotHeld(t, ext(t.Context(), b, "l", "B", Exclusive, hour), "extend by a non-holder")
 		wantNotHeld(t, ext(t.Context(), b, "l", "A", Shared, hour), "extend of a shared hold the owner does not have")
 		advance(200 * time.Millisecond)
-		info := wantOwners(t, b, "l", Exclusive, Holder{"A", 1})
+		info := wantOwners(t, b, "l", Exclusive, Holder{Owner: "A", Count: 1})
 		if info.TTL <= hour/2 {
 			t.Fatalf("Info TTL after Extend(1h) = %v", info.TTL)
 		}
@@ -277,7 +277,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		wantFree(t, b, "l")
 		g := mustAcquire(t, b, "l", "A", Exclusive, re)
 		mustAcquire(t, b, "l", "A", Exclusive, re)
-		info := wantOwners(t, b, "l", Exclusive, Holder{"A", 2})
+		info := wantOwners(t, b, "l", Exclusive, Holder{Owner: "A", Count: 2})
 		if info.Token != g.Token || !info.AcquiredAt.Equal(g.AcquiredAt) || info.TTL <= hour/2 || info.TTL > hour || info.Waiting != 0 {
 			t.Fatalf("Info %+v; grant %+v", info, g)
 		}
@@ -287,7 +287,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		rb := mustAcquire(t, b, "l", "rb", Shared, Options{TTL: 10 * time.Minute})
 		ra := mustAcquire(t, b, "l", "ra", Shared, Options{TTL: hour, Reentrant: true})
 		mustAcquire(t, b, "l", "ra", Shared, Options{TTL: hour, Reentrant: true})
-		info = wantOwners(t, b, "l", Shared, Holder{"ra", 2}, Holder{"rb", 1})
+		info = wantOwners(t, b, "l", Shared, Holder{Owner: "ra", Count: 2}, Holder{Owner: "rb", Count: 1})
 		if info.Token != ra.Token || !info.AcquiredAt.Equal(rb.AcquiredAt) || info.TTL <= hour/2 || info.TTL > hour {
 			t.Fatalf("shared Info %+v; want the highest token %d, the oldest acquired_at %v, the longest ttl", info, ra.Token, rb.AcquiredAt)
 		}
@@ -314,7 +314,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		for i := range 5 {
 			o := fmt.Sprintf("r%d", i)
 			mustAcquire(t, b, "rw", o, Shared, x)
-			want = append(want, Holder{o, 1})
+			want = append(want, Holder{Owner: o, Count: 1})
 		}
 		wantOwners(t, b, "rw", Shared, want...)
 		// Readers exclude the writer; the hint is the readers' lease.
@@ -342,17 +342,17 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		if r.Token <= w.Token {
 			t.Fatalf("downgrade read hold token %d not above write token %d", r.Token, w.Token)
 		}
-		wantOwners(t, b, "rw", Exclusive, Holder{"W", 1})
+		wantOwners(t, b, "rw", Exclusive, Holder{Owner: "W", Count: 1})
 		mustRefuse(t, b, "rw", "R", Shared, x)
 		// Re-entering the write hold while also reading is not an upgrade.
 		mustAcquire(t, b, "rw", "W", Exclusive, re)
 		mustRelease(t, b, "rw", "W", Exclusive, 1)
 		mustRelease(t, b, "rw", "W", Exclusive, 0)
 		// Now only reading: other readers join, writers wait.
-		wantOwners(t, b, "rw", Shared, Holder{"W", 1})
+		wantOwners(t, b, "rw", Shared, Holder{Owner: "W", Count: 1})
 		mustAcquire(t, b, "rw", "R", Shared, x)
 		mustRefuse(t, b, "rw", "X", Exclusive, x)
-		wantOwners(t, b, "rw", Shared, Holder{"R", 1}, Holder{"W", 1})
+		wantOwners(t, b, "rw", Shared, Holder{Owner: "R", Count: 1}, Holder{Owner: "W", Count: 1})
 	})
 
 	t.Run("rwlock upgrade refused", func(t *testing.T) {
@@ -364,7 +364,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 				t.Fatalf("upgrade with %+v: ok %v err %v; want ErrUpgrade", o, ok, err)
 			}
 		}
-		wantOwners(t, b, "rw", Shared, Holder{"R", 1})
+		wantOwners(t, b, "rw", Shared, Holder{Owner: "R", Count: 1})
 		if info, _ := mustInfo(t, b, "rw"); info.Waiting != 0 {
 			t.Fatalf("refused upgrade left a waiter: %+v", info)
 		}
@@ -381,7 +381,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 			info, _ := mustInfo(t, b, "rw")
 			return len(info.Owners) == 1
 		})
-		wantOwners(t, b, "rw", Shared, Holder{"live", 1})
+		wantOwners(t, b, "rw", Shared, Holder{Owner: "live", Count: 1})
 		_, err := rel(t.Context(), b, "rw", "dead", Shared)
 		wantNotHeld(t, err, "release by the expired reader")
 		wantNotHeld(t, ext(t.Context(), b, "rw", "dead", Shared, hour), "extend by the expired reader")
@@ -565,7 +565,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 			}
 			return ok
 		})
-		info := wantOwners(t, b, "f", Exclusive, Holder{"live", 1})
+		info := wantOwners(t, b, "f", Exclusive, Holder{Owner: "live", Count: 1})
 		if info.Waiting != 0 {
 			t.Fatalf("Waiting = %d after the purge; want 0", info.Waiting)
 		}
@@ -665,7 +665,7 @@ func runConformance(t *testing.T, newBackend func(t *testing.T) Backend, advance
 		// Odd but valid names and owners.
 		for _, name := range []string{"a}b", "{x}", "ключ {tag}", "a b\x00c"} {
 			mustAcquire(t, b, name, "node-1:42:co{7}", Exclusive, x)
-			wantOwners(t, b, name, Exclusive, Holder{"node-1:42:co{7}", 1})
+			wantOwners(t, b, name, Exclusive, Holder{Owner: "node-1:42:co{7}", Count: 1})
 			mustRelease(t, b, name, "node-1:42:co{7}", Exclusive, 0)
 		}
 	})

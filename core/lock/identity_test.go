@@ -131,7 +131,7 @@ func TestSessionReleaseEndsTheHoldWhateverTheBackendCounts(t *testing.T) {
 				}
 				plant(t, b, "count", ownerA, mode, h.Token(), 1, time.Minute)
 				p.mustRelease(h, 1)
-				if info := p.info(l); !info.Held || info.Owners[0] != (Holder{ownerA, 1}) {
+				if info := p.info(l); !info.Held || info.Owners[0] != (Holder{Owner: ownerA, Count: 1}) {
 					t.Fatalf("after the inner release: %+v; want held by A at count 1", info)
 				}
 				p.mustRelease(h, 0)
@@ -169,7 +169,7 @@ func TestSessionReentryOfAReplacedHoldIsLost(t *testing.T) {
 				}
 				// The replaced hold is left to its lease; nobody renews it.
 				info := p.info(l)
-				if !info.Held || info.Owners[0] != (Holder{ownerA, 1}) {
+				if !info.Held || info.Owners[0] != (Holder{Owner: ownerA, Count: 1}) {
 					t.Fatalf("info %+v; want the planted hold untouched", info)
 				}
 			})
@@ -217,7 +217,7 @@ func TestBackendsNameHoldsByToken(t *testing.T) {
 					t.Fatalf("re-entry under the old token: %v; want ErrNotHeld", err)
 				}
 				info, err := b.Info("n").Do(ctx)
-				if err != nil || !info.Held || info.Token != a2.Token || info.Owners[0] != (Holder{"A", 1}) {
+				if err != nil || !info.Held || info.Token != a2.Token || info.Owners[0] != (Holder{Owner: "A", Count: 1}) {
 					t.Fatalf("info %+v %v; want A's second hold untouched", info, err)
 				}
 				// The hold's own token re-enters it; a release keeping one
@@ -229,7 +229,7 @@ func TestBackendsNameHoldsByToken(t *testing.T) {
 				if _, err := b.Release("n", "A", mode, a2.Token, 1).Do(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if info, err := b.Info("n").Do(ctx); err != nil || !info.Held || info.Owners[0] != (Holder{"A", 1}) {
+				if info, err := b.Info("n").Do(ctx); err != nil || !info.Held || info.Owners[0] != (Holder{Owner: "A", Count: 1}) {
 					t.Fatalf("info after keeping 1: %+v %v", info, err)
 				}
 				if _, err := b.Release("n", "A", mode, a2.Token, 0).Do(ctx); err != nil {

@@ -245,6 +245,10 @@ type Holder struct {
 	Owner string
 	// Count is the owner's re-entry count (1 without re-entry).
 	Count int
+	// ServiceName is the holder's service name as its process stored it
+	// with the hold (Redis: WithServiceName); "" when the backend does not
+	// store one (the memory backend: the holder is this process).
+	ServiceName string
 }
 
 // Info describes the current state of a lock.

@@ -101,6 +101,7 @@ type Redis struct {
 	seed      maphash.Seed
 	recent    [keyCacheSize]atomic.Pointer[lockKeySet] // the keys of recently used names
 	durable   store.Durability
+	service   any // acquire.lua's ARGV[7], boxed once (WithServiceName)
 }
 
 // RedisOption configures NewRedis.
@@ -114,6 +115,13 @@ type RedisOption func(*Redis)
 // the owner releases it.
 func WithDurability(d store.Durability) RedisOption {
 	return func(r *Redis) { r.durable = d }
+}
+
+// WithServiceName stores name (global.service_name) with every hold this
+// backend grants, so Info in any process reports the holder's service name
+// (Holder.ServiceName), as the spec's lock info shows it.
+func WithServiceName(name string) RedisOption {
+	return func(r *Redis) { r.service = name }
 }
 
 // lockKeySet is the keys and channel of one lock name.
@@ -138,7 +146,7 @@ var _ Backend = (*Redis)(nil)
 // then retry at their retry interval).
 func NewRedis(c redis.UniversalClient, prefix string, bus pubsub.Bus, opts ...RedisOption) *Redis {
 	k := store.Keys{Prefix: prefix}
-	r := &Redis{c: c, keys: k, layoutErr: checkLayout(k), watch: newWatcher(bus), seed: maphash.MakeSeed()}
+	r := &Redis{c: c, keys: k, layoutErr: checkLayout(k), watch: newWatcher(bus), seed: maphash.MakeSeed(), service: ""}
 	for _, o := range opts {
 		o(r)
 	}
@@ -254,7 +262,7 @@ func (r *Redis) TryAcquire(name, owner string, mode Mode, o Options) *store.Op[A
 	if err != nil {
 		return store.Failed[Attempt](err)
 	}
-	cmd := acquireScript.CmdBoxed(keys, owner, acquireFlags(mode, o), ttlMillis(o.TTL), waiterTTL(o), channel, tokenArg(o.Token))
+	cmd := acquireScript.CmdBoxed(keys, owner, acquireFlags(mode, o), ttlMillis(o.TTL), waiterTTL(o), channel, tokenArg(o.Token), r.service)
 	return store.Commands(r.c, func() (Attempt, error) {
 		rep := store.ReadReply("lock: "+op, cmd.Cmd)
 		switch status := rep.Int(); {
@@ -360,8 +368,8 @@ func (r *Redis) Info(name string) *store.Op[Info] {
 				info.Mode = Shared
 			}
 			for rep.Len() > 0 {
-				o := rep.Str()
-				info.Owners = append(info.Owners, Holder{Owner: o, Count: int(rep.Int())})
+				o, count := rep.Str(), rep.Int()
+				info.Owners = append(info.Owners, Holder{Owner: o, Count: int(count), ServiceName: rep.Str()})
 			}
 		}
 		if err := rep.End(); err != nil {

@@ -19,11 +19,11 @@ import (
 
 // newRedisBackend returns a Redis backend under a fresh prefix with its own
 // bus (closed when the test ends).
-func newRedisBackend(t *testing.T, c redis.UniversalClient) (*Redis, string) {
+func newRedisBackend(t *testing.T, c redis.UniversalClient, opts ...RedisOption) (*Redis, string) {
 	prefix := testredis.Prefix(t)
 	bus := pubsub.NewRedis(c, "", pubsub.Events{})
 	t.Cleanup(func() { bus.Close() })
-	return NewRedis(c, prefix, bus), prefix
+	return NewRedis(c, prefix, bus, opts...), prefix
 }
 
 // TestRedis runs the conformance suite on every Redis deployment:
@@ -45,7 +45,10 @@ func TestRedisKeyLayout(t *testing.T) {
 	for name, c := range testredis.Backends(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
-			b, prefix := newRedisBackend(t, c)
+			// A service name with ':' and digits: the shared-hold value is
+			// still read back whole.
+			const service = "boss:42 manager"
+			b, prefix := newRedisBackend(t, c, WithServiceName(service))
 			k := store.Keys{Prefix: prefix}
 			const lock = "boss"
 
@@ -72,6 +75,7 @@ func TestRedisKeyLayout(t *testing.T) {
 			want := map[string]string{
 				"owner": "node-1:7:co9", "count": "1",
 				"token": strconv.FormatInt(g.Token, 10), "acquired_at": strconv.FormatInt(g.AcquiredAt.UnixMilli(), 10),
+				"service": service,
 			}
 			if len(h) != len(want) {
 				t.Fatalf("HGETALL %s = %v; want %v", k.Lock(lock), h, want)
@@ -151,8 +155,18 @@ func TestRedisKeyLayout(t *testing.T) {
 				t.Fatal(ok, err)
 			}
 			v := c.HGet(ctx, k.RWLock(lock), "reader").Val()
-			if want := strconv.FormatInt(1, 10) + ":" + strconv.FormatInt(r.Token, 10) + ":" + strconv.FormatInt(r.AcquiredAt.UnixMilli(), 10); v != want {
+			if want := strconv.FormatInt(1, 10) + ":" + strconv.FormatInt(r.Token, 10) + ":" + strconv.FormatInt(r.AcquiredAt.UnixMilli(), 10) + ":" + service; v != want {
 				t.Fatalf("rwlock field = %q; want %q", v, want)
+			}
+			// A re-entry and a partial release keep the name; Info reports it.
+			if _, ok, _, err := try(ctx, b, lock, "reader", Shared, Options{TTL: time.Minute, Reentrant: true, Token: r.Token}); !ok || err != nil {
+				t.Fatal("re-entry:", ok, err)
+			}
+			if _, err := rel(ctx, b, lock, "reader", Shared); err != nil {
+				t.Fatal("partial release:", err)
+			}
+			if info, err := b.Info(lock).Do(ctx); err != nil || len(info.Owners) != 1 || info.Owners[0] != (Holder{Owner: "reader", Count: 1, ServiceName: service}) {
+				t.Fatalf("Info after re-entry and partial release = %+v, %v", info, err)
 			}
 			if d := c.ZScore(ctx, k.RWLockDeadlines(lock), "reader").Val(); int64(d) <= r.AcquiredAt.UnixMilli() {
 				t.Fatalf("reader deadline %v", d)
@@ -354,7 +368,7 @@ func TestRedlock(t *testing.T) {
 	if info, found, _ := inf(ctx, rl, "m"); !found || info.Owners[0].Owner != "A" {
 		t.Fatalf("Info m: %+v %v", info, found)
 	}
-	if info, _, _ := inf(ctx, nodes[0], "m"); len(info.Owners) != 1 || info.Owners[0] != (Holder{"B", 1}) {
+	if info, _, _ := inf(ctx, nodes[0], "m"); len(info.Owners) != 1 || info.Owners[0] != (Holder{Owner: "B", Count: 1}) {
 		t.Fatalf("node 0: %+v; want B's own hold back at count 1", info)
 	}
 

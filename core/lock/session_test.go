@@ -175,7 +175,7 @@ func TestSessionAcquireRelease(t *testing.T) {
 					t.Fatalf("try by another owner: %v; want ErrTimeout", r.err)
 				}
 				info := p.info(l)
-				if !info.Held || len(info.Owners) != 1 || info.Owners[0] != (Holder{ownerA, 2}) {
+				if !info.Held || len(info.Owners) != 1 || info.Owners[0] != (Holder{Owner: ownerA, Count: 2}) {
 					t.Fatalf("info %+v", info)
 				}
 				p.mustRelease(h, 1)

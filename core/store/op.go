@@ -121,14 +121,22 @@ func (o *Op[T]) Kind() Kind { return o.kind }
 // Do runs the Op and returns its result. A Redis Op is one round trip (one
 // pipeline when it has several commands); a script the server lost
 // (NOSCRIPT: a restart, SCRIPT FLUSH, a failover) is loaded and sent again.
-// With ctx already done, Do fails with ctx's error without running the op.
+// With ctx already done, Do fails with ctx's cause (context.Cause: the
+// runtime's context ends with ErrModuleClosed) without running the op; so
+// does an Op built by Failed.
 // Do may be called once; later calls return the first result.
 func (o *Op[T]) Do(ctx context.Context) (T, error) {
 	if o.settled {
+		if o.kind == KindLocal && o.local == nil && ctx.Err() != nil {
+			// A Failed Op (refused before any I/O, often because its backend
+			// is closed) still reports why ctx ended, as every other Op:
+			// ErrModuleClosed rather than a closed engine's or bus's error.
+			o.err = context.Cause(ctx)
+		}
 		return o.val, o.err
 	}
-	if err := ctx.Err(); err != nil && o.kind != KindRedis {
-		o.settled, o.err = true, err
+	if ctx.Err() != nil && o.kind != KindRedis {
+		o.settled, o.err = true, context.Cause(ctx) // ErrModuleClosed once the module closed
 		return o.val, o.err
 	}
 	switch o.kind {
@@ -216,6 +224,19 @@ func (b *Batch) Exec(ctx context.Context) {
 	if len(b.ops) == 0 {
 		return
 	}
+	if ctx.Err() != nil {
+		// Nothing is sent: the Ops fail with why ctx ended (ErrModuleClosed
+		// once the module closed, not the closed client's error).
+		cause := context.Cause(ctx)
+		for _, p := range b.ops {
+			for _, cmd := range p.commands() {
+				cmd.SetErr(cause)
+			}
+			p.settle()
+		}
+		b.Reset()
+		return
+	}
 	var clients []redis.UniversalClient
 	var budget time.Duration
 	for _, p := range b.ops {
@@ -270,6 +291,12 @@ func DoAll[T any](ctx context.Context, ops []*Op[T]) ([]T, []error) {
 	}
 	return vals, errs
 }
+
+// ErrModuleClosed is the cause of the context a module's runtimes run
+// their operations under once the module is closed (shieldglobal's
+// ErrModuleClosed is this error): an operation of a runtime left open after
+// Module.Close fails with it, on every backend.
+var ErrModuleClosed = errors.New("shield: module closed")
 
 // ErrNoAnswer is wrapped by the error of an operation Redis did not answer
 // before its deadline (OpTimeout, or a shorter one of the caller's): a

@@ -217,8 +217,8 @@ function subscription:unsubscribe() end
 --- Holder of a lock, as returned by owner() and info().owner.
 ---@class shield.lock_owner
 ---@field node_id string
----@field service_id integer|string
----@field service_name? string present when the holder has this process's node_id and service_id
+---@field service_id? integer the holder's global.service_id (absent for an owner string of another form, written by some other client)
+---@field service_name? string the holder's global.service_name, stored with a distributed hold (so also for a holder in another process); for an in-process lock, this process's
 ---@field thread_id string e.g. "coroutine-1a2b3c4d-7"
 
 ---@class shield.lock_info
@@ -528,8 +528,9 @@ function rank:version() end
 function rank:snapshot(start, stop) end
 
 --- The entries archived by the reset of a period: date is "YYYYMMDD" (the
---- UTC date the period began) or Unix milliseconds of any moment of that
---- day. nil, "not_found" when there is none (never archived, or expired
+--- UTC date the period began), the number YYYYMMDD (a number from 19700101
+--- to 99991231 is a date, and raises unless it is a calendar date) or Unix
+--- milliseconds of any moment of that day. nil, "not_found" when there is none (never archived, or expired
 --- after rank.reset.archive_ttl).
 ---@param date string|integer
 ---@return shield.rank_entry[]|nil
@@ -1017,6 +1018,7 @@ function shield.rate_limiter(name, opts) end
 ---@field error? string (failed)
 ---@field final? boolean failed: no retry follows
 ---@field count? integer missed: firings it stands for
+---@field last_scheduled? integer missed: the latest missed firing's scheduled time, Unix ms (scheduled is the first)
 
 ---@class shield.scheduler_task_info
 ---@field name string

@@ -1,8 +1,9 @@
 -- acquire.lua: one atomic attempt to take a lock (exclusive or shared).
 --
 -- KEYS (all share the hash tag {name}; every lock script gets all seven):
---   KEYS[1] lock       hash   the exclusive hold: owner, count, token, acquired_at (ms); PEXPIRE = lease
---   KEYS[2] readers    hash   the shared holds: owner -> "count:token:acquired_at_ms"
+--   KEYS[1] lock       hash   the exclusive hold: owner, count, token, acquired_at (ms), service
+--                             (the holder's service_name, for info); PEXPIRE = lease
+--   KEYS[2] readers    hash   the shared holds: owner -> "count:token:acquired_at_ms:service_name"
 --   KEYS[3] deadlines  zset   owner -> lease deadline (ms) of its shared hold
 --   KEYS[4] queue      zset   fair waiters: owner -> enqueue time (ms, strictly increasing)
 --   KEYS[5] waiters    zset   fair waiters: owner -> liveness deadline (ms); purged once passed
@@ -25,6 +26,8 @@
 --           of owner with another token is not the caller's: to a caller that holds none it is a stale hold
 --           (a failover rolled the hash back, or an acquire that timed out in the client ran late), refused
 --           like another owner's until its lease ends; a re-entry whose hold is gone is refused with {-1}.
+--   ARGV[7] the holder's service_name (global.service_name), stored with a new hold for info.lua: another
+--           process's info shows it
 -- Returns:
 --   {1, token, count, acquired_at_ms, ttl_ms}  granted (count > 1: a re-entry, token and acquired_at of the hold)
 --   {0, retry_in_ms}                            not obtained; retry_in >= 1 is a hint
@@ -61,7 +64,7 @@ end
 if exclusive and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[4], KEYS[7]) == 0 then
   if mine ~= '0' then return {-1} end
   local token = next_token()
-  redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', token, 'acquired_at', now)
+  redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', token, 'acquired_at', now, 'service', ARGV[7])
   redis.call('PEXPIRE', KEYS[1], ttl)
   return {1, token, 1, now, ttl}
 end
@@ -203,13 +206,13 @@ local function attempt()
     if redis.call('HLEN', KEYS[2]) > 0 then return refuse(readers_left()) end
   else
     local r = redis.call('HGET', KEYS[2], owner)
-    local c, tk, at
-    if r then c, tk, at = string.match(r, '^(%d+):(%d+):(%d+)$') end
+    local c, tk, at, svc
+    if r then c, tk, at, svc = string.match(r, '^(%d+):(%d+):(%d+):?(.*)$') end
     if r and tk == mine then
       local deadline = tonumber(redis.call('ZSCORE', KEYS[3], owner))
       if not reentrant then return {0, math.max(deadline - now, 1)} end
       local count = tonumber(c) + 1
-      redis.call('HSET', KEYS[2], owner, count .. ':' .. tk .. ':' .. at)
+      redis.call('HSET', KEYS[2], owner, count .. ':' .. tk .. ':' .. at .. ':' .. svc)
       redis.call('ZADD', KEYS[3], ms(now + ttl), owner)
       expire_at_max(KEYS[3], KEYS[2])
       return {1, tonumber(tk), count, tonumber(at), ttl}
@@ -244,10 +247,10 @@ local function attempt()
 
   local token = next_token()
   if exclusive then
-    redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', ms(token), 'acquired_at', ms(now))
+    redis.call('HSET', KEYS[1], 'owner', owner, 'count', 1, 'token', ms(token), 'acquired_at', ms(now), 'service', ARGV[7])
     redis.call('PEXPIRE', KEYS[1], ms(ttl))
   else
-    redis.call('HSET', KEYS[2], owner, '1:' .. ms(token) .. ':' .. ms(now))
+    redis.call('HSET', KEYS[2], owner, '1:' .. ms(token) .. ':' .. ms(now) .. ':' .. ARGV[7])
     redis.call('ZADD', KEYS[3], ms(now + ttl), owner)
     expire_at_max(KEYS[3], KEYS[2])
   end

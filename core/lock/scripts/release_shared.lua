@@ -26,7 +26,7 @@ local function ms(x) return string.format('%d', x) end
 
 local r = redis.call('HGET', KEYS[2], owner)
 if not r then return {-1} end
-local tk, at = string.match(r, '^%d+:(%d+):(%d+)$')
+local tk, at, svc = string.match(r, '^%d+:(%d+):(%d+):?(.*)$')
 if tk ~= ARGV[4] then return {-1} end
 local deadline = tonumber(redis.call('ZSCORE', KEYS[3], owner))
 if deadline == nil or deadline < now then
@@ -36,7 +36,7 @@ if deadline == nil or deadline < now then
   return {-1}
 end
 if keep ~= '0' then
-  redis.call('HSET', KEYS[2], owner, keep .. ':' .. tk .. ':' .. at)
+  redis.call('HSET', KEYS[2], owner, keep .. ':' .. tk .. ':' .. at .. ':' .. svc)
   return {1}
 end
 redis.call('HDEL', KEYS[2], owner)
