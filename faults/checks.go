@@ -153,26 +153,41 @@ type queueResult struct {
 	Pushed, Acked int
 	Lost          int // pushed (acknowledged) and never acked by anyone
 	Redelivered   int // acked more than once (at-least-once allows it)
-	Unknown       int // never acked, but an ack of it raised (Redis may have applied it)
+	Unknown       int // received but never acked: the ack raised, said "not_held" (acknowledged already), or the consumer died before printing its outcome
 	LostMsgs      []string
 }
 
 func checkQueue(producers, consumers []*Proc) queueResult {
 	var r queueResult
-	acked, ackErr := map[string]int{}, map[string]bool{}
+	// received: a consumer got the message (its POP line names it, or an
+	// outcome line does). A message received and never acked is delivered
+	// with its ack's outcome unknown: the ack raised, said "not_held"
+	// (acknowledged already: a retry whose first attempt landed), or the
+	// consumer was killed or stopped between the pop and its outcome line.
+	// Whether such a message still waits in Redis is checked apart: the
+	// queue must end empty (evaluate), so one a dead consumer held and
+	// that was never redelivered fails there.
+	acked, received := map[string]int{}, map[string]bool{}
 	for _, p := range consumers {
 		for _, l := range p.Lines("ACKED") {
 			acked[l.Fields[1]]++
 		}
-		for _, l := range p.Lines("ACKERR") {
-			ackErr[l.Fields[1]] = true
+		for _, tag := range []string{"ACKERR", "NACKED"} {
+			for _, l := range p.Lines(tag) {
+				received[l.Fields[1]] = true
+			}
+		}
+		for _, l := range p.Lines("POP") {
+			if len(l.Fields) > 4 {
+				received[l.Fields[4]] = true
+			}
 		}
 	}
 	for _, p := range producers {
 		for _, l := range p.Lines("PUSHED") {
 			r.Pushed++
-			if acked[l.Fields[1]] == 0 && ackErr[l.Fields[1]] {
-				r.Unknown++ // delivered and processed; whether its ack landed is unknown
+			if acked[l.Fields[1]] == 0 && received[l.Fields[1]] {
+				r.Unknown++
 			} else if acked[l.Fields[1]] == 0 {
 				r.Lost++
 				r.LostMsgs = append(r.LostMsgs, l.Fields[1])

@@ -303,7 +303,9 @@ func evaluate(t *testing.T, store redis.UniversalClient, prefix string, m *mix, 
 		lost["queue"] = r.Lost
 		v.check(r.Pushed > 0, "queue: nothing pushed")
 		v.check(o.lossExpected || r.Lost == 0, "queue: %d acknowledged pushes never delivered", r.Lost)
-		if r.Lost > 0 {
+		left := queueLeft(store, prefix)
+		v.check(o.lossExpected || left == 0, "queue: %d messages still in the stream after the final consumer drained it", left)
+		if r.Lost > 0 || left > 0 {
 			logQueueLoss(t, store, prefix, r.LostMsgs, append(m.cons, d))
 		}
 		n, worst := popOverruns(append(m.cons, d), popSlack)
@@ -350,6 +352,23 @@ func evaluate(t *testing.T, store redis.UniversalClient, prefix string, m *mix, 
 	}
 	record(Row{Scenario: o.name, Lost: counts(lost), Doubled: counts(doubled), Hung: o.hung, Recovery: rec,
 		NotRecovered: rec >= o.workEnd.Sub(o.faultEnd), Verdict: v.String()})
+}
+
+// queueLeft counts the workload's messages still in Redis: entries of the
+// stream and deliveries pending in its group.
+func queueLeft(c redis.UniversalClient, prefix string) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	key := prefix + "queue:{faults}"
+	n, err := c.XLen(ctx, key).Result()
+	if err != nil {
+		return -1
+	}
+	groups, _ := c.XInfoGroups(ctx, key).Result()
+	for _, g := range groups {
+		n += g.Pending
+	}
+	return n
 }
 
 func prefixFor() string {

@@ -1,9 +1,10 @@
 -- queue_consumer.lua DURATION_MS POP_TIMEOUT_MS [IDLE_EXIT_MS]: pops from
 -- the reliable queue "faults" with pop(POP_TIMEOUT_MS) and acks, until the
 -- deadline, or (with IDLE_EXIT_MS) once nothing came for that long.
--- POP elapsed_ms timeout_ms result   every pop: how long it took
+-- POP elapsed_ms timeout_ms result [msg]  every pop: how long it took (and the message)
 -- ACKED msg at_ms                    ack() returned true
--- NACKED msg why                     ack() returned nil, why (the message comes again)
+-- NACKED msg why                     ack() returned nil, why ("not_held": acknowledged already,
+--                                    e.g. by an ack whose reply a reset connection lost)
 -- ACKERR msg error                   ack() raised: it may or may not have been applied
 -- ERR at_ms elapsed_ms error
 local c = dofile("testdata/common.lua")
@@ -21,7 +22,7 @@ while shield.now_ms() < deadline and (idle == 0 or shield.now_ms() - last < idle
   elseif msg == nil then
     c.emit("POP", t1 - t0, timeout, "empty")
   else
-    c.emit("POP", t1 - t0, timeout, "msg")
+    c.emit("POP", t1 - t0, timeout, "msg", msg)
     last = t1
     local oka, acked, why = pcall(h.ack, h)
     if not oka then c.emit("ACKERR", msg, c.clean(acked))
