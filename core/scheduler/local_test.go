@@ -197,6 +197,7 @@ func TestOwnersAndDetach(t *testing.T) {
 		t.Fatalf("runs %d/%d; want 2/2", a.Load(), b.Load())
 	}
 	e.Detach("vm1")
+	settle(t, e) // the detach is applied before the clock moves (a loaded loop ran a due firing first once)
 	tickLocal(t, e, clk, 2*time.Second, time.Second)
 	if a.Load() != 2 || b.Load() != 4 {
 		t.Fatalf("after detach: %d/%d", a.Load(), b.Load())
