@@ -327,15 +327,10 @@ func (r *Redlock) Release(name, owner string, mode Mode, token int64, keep int) 
 		return store.Failed[None](err)
 	}
 	return store.Work(func(ctx context.Context) (None, error) {
-		tokens := r.nodeTokens(name, owner, token)
-		if tokens == nil {
-			return None{}, statusErr(op, name, stNotHeld)
-		}
-		errs := r.onHolders(tokens, func(b Backend, t int64) error {
+		err := r.onHolders(op, name, owner, token, func(b Backend, t int64) error {
 			_, err := b.Release(name, owner, mode, t, keep).Do(ctx)
 			return err
 		})
-		_, err := r.tally(op, name, errs)
 		if keep == 0 && (err == nil || errors.Is(err, ErrNotHeld)) {
 			r.forget(name, owner, token)
 		}
@@ -343,9 +338,15 @@ func (r *Redlock) Release(name, owner string, mode Mode, token int64, keep int) 
 	})
 }
 
-// onHolders runs f on every node with its token of a hold, concurrently;
-// a node without one (token 0) does not hold it: ErrNotHeld.
-func (r *Redlock) onHolders(tokens []int64, f func(b Backend, token int64) error) []error {
+// onHolders runs f on every node with its token of owner's hold named by
+// token, concurrently, and tallies the answers; a node without one (token
+// 0) does not hold it. Errors: ErrNotHeld (also when the hold is not
+// remembered), the joined node errors.
+func (r *Redlock) onHolders(op, name, owner string, token int64, f func(b Backend, token int64) error) error {
+	tokens := r.nodeTokens(name, owner, token)
+	if tokens == nil {
+		return statusErr(op, name, stNotHeld)
+	}
 	errs := make([]error, len(r.nodes))
 	r.each(func(i int, b Backend) {
 		if tokens[i] == 0 {
@@ -354,7 +355,8 @@ func (r *Redlock) onHolders(tokens []int64, f func(b Backend, token int64) error
 		}
 		errs[i] = f(b, tokens[i])
 	})
-	return errs
+	_, err := r.tally(op, name, errs)
+	return err
 }
 
 // Extend extends on every node and succeeds when at least quorum nodes
@@ -369,15 +371,10 @@ func (r *Redlock) Extend(name, owner string, mode Mode, token int64, ttl time.Du
 		return store.Failed[None](err)
 	}
 	return store.Work(func(ctx context.Context) (None, error) {
-		tokens := r.nodeTokens(name, owner, token)
-		if tokens == nil {
-			return None{}, statusErr(op, name, stNotHeld)
-		}
-		errs := r.onHolders(tokens, func(b Backend, t int64) error {
+		err := r.onHolders(op, name, owner, token, func(b Backend, t int64) error {
 			_, err := b.Extend(name, owner, mode, t, ttl).Do(ctx)
 			return err
 		})
-		_, err := r.tally(op, name, errs)
 		return None{}, err
 	})
 }
