@@ -348,7 +348,11 @@ func TestRedisStoppedMidRun(t *testing.T) {
 	var sims []*sim
 	var windows []*SlidingWindow
 	for i := range 2 {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1, DialTimeout: 100 * time.Millisecond})
+		// One dial per attempt: with go-redis's default five dials 100 ms
+		// apart, a round that starts as Redis stops can outlast the 1 s
+		// outage and then succeed, so that process never sees it.
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1, DialTimeout: 100 * time.Millisecond,
+			DialerRetries: 1})
 		t.Cleanup(func() { c.Close() })
 		s := NewRedis(c, "outage:", Config{SyncInterval: simInterval, Logger: slog.New(logs), ProcessID: fmt.Sprintf("p%d", i)})
 		s.Start()
