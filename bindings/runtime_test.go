@@ -48,8 +48,17 @@ func TestSleepSuspendsOnlyTheCallingTask(t *testing.T) {
 	rt := newTestRuntime(t, nil)
 	mustRun(t, rt, `
 		order = {}
-		shield.spawn(function() shield.sleep(30); order[#order+1] = "slow" end)
-		shield.spawn(function() shield.sleep(1); order[#order+1] = "fast" end)
+		-- slow sleeps until fast has run: no race between two timers on a
+		-- loaded machine, and fast can only run while slow is suspended.
+		local fast_done = false
+		shield.spawn(function()
+			for _ = 1, 2000 do -- bounded: a sleep that blocked the state fails, not hangs
+				if fast_done then break end
+				shield.sleep(5)
+			end
+			order[#order+1] = "slow"
+		end)
+		shield.spawn(function() shield.sleep(1); order[#order+1] = "fast"; fast_done = true end)
 		order[#order+1] = "main"
 	`)
 	if _, err := rt.Wait(context.Background()); err != nil {
