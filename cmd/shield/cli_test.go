@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"os/exec"
 	"runtime/debug"
 	"strings"
@@ -249,5 +252,28 @@ func waitFor(t *testing.T, want string, get func() string) {
 			t.Fatalf("no %q in:\n%s", want, get())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A command that reads a subcommand before any flag (its own parsing, not
+// newFlags) still answers --help and help COMMAND with exit 0 and the
+// table's synopsis on stdout; its complaint about the flag is dropped.
+func TestHelpOfACommandWithItsOwnParsing(t *testing.T) {
+	saved := commands
+	t.Cleanup(func() { commands = saved })
+	commands = append(append([]command(nil), saved...), command{"fake", "start|stop", "a command with subcommands",
+		func(argv []string, stdout, stderr io.Writer) int {
+			fmt.Fprintf(stderr, "shield fake: unknown subcommand %q\n", argv[0])
+			return 2
+		}})
+	for _, args := range [][]string{{"fake", "--help"}, {"fake", "-h"}, {"help", "fake"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(args, &stdout, &stderr); code != 0 || stdout.String() != "usage: shield fake start|stop\n\na command with subcommands\n" || stderr.Len() != 0 {
+			t.Errorf("shield %v: exit %d, stdout %q, stderr %q", args, code, stdout.String(), stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"fake", "go"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), `unknown subcommand "go"`) {
+		t.Errorf("shield fake go: exit %d, stderr %q", code, stderr.String())
 	}
 }

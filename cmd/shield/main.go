@@ -74,11 +74,11 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage())
 		return 2
 	}
-	switch argv[0] {
-	case "-h", "-help", "--help":
+	switch {
+	case isHelp(argv[0]):
 		fmt.Fprint(stdout, usage())
 		return 0
-	case "-version", "--version":
+	case argv[0] == "-version" || argv[0] == "--version":
 		return cmdVersion(nil, stdout, stderr)
 	}
 	c := lookup(argv[0])
@@ -87,12 +87,26 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	con := &console{Writer: stderr, stdout: stdout, command: c}
+	if len(argv) > 1 && isHelp(argv[1]) {
+		// A command whose flags are not from newFlags or bareFlags (one
+		// that reads a subcommand first, say) gets the table's help; what
+		// it said about the flag it did not expect is dropped.
+		var said bytes.Buffer
+		con.Writer = &said
+		c.run(argv[1:], stdout, con)
+		if !con.helped {
+			fmt.Fprint(stdout, commandHelp(c, nil))
+		}
+		return 0
+	}
 	status := c.run(argv[1:], stdout, con)
 	if con.helped {
 		return 0
 	}
 	return status
 }
+
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 
 func lookup(name string) *command {
 	for i := range commands {

@@ -162,7 +162,10 @@ func (sg *replSignals) handle(sig os.Signal, rl *readline.Instance) {
 		sg.signalled = true
 		sg.cancel()
 	case sg.terminate:
-		rl.Close() // Readline returns
+		// Readline returns io.EOF. Not under mu: Close waits for
+		// readline's goroutines, and the REPL's goroutine takes mu as
+		// soon as Readline has returned.
+		go rl.Close()
 	}
 }
 

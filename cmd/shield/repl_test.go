@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -174,5 +175,14 @@ func TestReplFormat(t *testing.T) {
 		if got := formatTop(L.GetGlobal("v")); got != tc.want {
 			t.Errorf("%s: got\n%s\nwant\n%s", tc.expr, got, tc.want)
 		}
+	}
+}
+
+// SIGTERM at the prompt ends the session cleanly (status 0).
+func TestReplStopsOnSIGTERM(t *testing.T) {
+	s := startRepl(t)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if code := s.wait(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM; output:\n%s", code, s.out.String())
 	}
 }
