@@ -100,6 +100,14 @@ func TestVersionLine(t *testing.T) {
 	if got := versionLine(info, "v9.9.9"); !strings.HasPrefix(got, "shield v9.9.9 (") {
 		t.Fatalf("the link-time version does not win: %q", got)
 	}
+	pseudo := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261202030432-6eb5a90a1ad1+dirty"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "6eb5a90a1ad1ffffffffffffffffffffffffffff"},
+		{Key: "vcs.time", Value: "2026-12-02T03:04:32Z"},
+		{Key: "vcs.modified", Value: "true"},
+	}}
+	if got := versionLine(pseudo, ""); !strings.HasPrefix(got, "shield v0.0.0-20261202030432-6eb5a90a1ad1+dirty go1.26.8 ") {
+		t.Fatalf("a pseudo-version names the commit; the revision is not repeated: %q", got)
+	}
 	if got := versionLine(&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, ""); !strings.HasPrefix(got, "shield (devel) go1.26.8 ") {
 		t.Fatalf("without VCS stamp: %q", got)
 	}

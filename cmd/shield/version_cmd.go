@@ -5,6 +5,7 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 // version, when set at link time (go build -ldflags "-X main.version=v1.2.3"),
@@ -29,8 +30,11 @@ func cmdVersion(argv []string, stdout, stderr io.Writer) int {
 
 // versionLine is `shield VERSION [(REVISION, TIME[, modified])] GO OS/ARCH`:
 // the module version (or override when set) and the VCS stamp Go puts into
-// binaries built from a checkout (absent with -buildvcs=false and from
-// `go install`, whose version names the commit already).
+// binaries built in a git checkout. Since Go 1.24 such a build's version is
+// a pseudo-version naming the commit (v0.0.0-20261202030432-6eb5a90a1ad1,
+// +dirty when modified), and then the revision is not repeated; it is
+// shown with a version that does not name it (a tag, "(devel)", a link-time
+// version). -buildvcs=false and builds outside a checkout have no stamp.
 func versionLine(info *debug.BuildInfo, override string) string {
 	v := override
 	if v == "" && info != nil {
@@ -54,10 +58,10 @@ func versionLine(info *debug.BuildInfo, override string) string {
 				}
 			}
 		}
-		if rev != "" {
-			if len(rev) > 12 {
-				rev = rev[:12]
-			}
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if rev != "" && !strings.Contains(v, rev) { // a pseudo-version names the commit already
 			if at != "" {
 				rev += ", " + at
 			}
