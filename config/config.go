@@ -92,6 +92,35 @@ type Global struct {
 	Cache Cache `yaml:"cache"`
 	// Runtime configures the Lua runtime of every Lua state.
 	Runtime Runtime `yaml:"runtime"`
+	// Log is the log level and format of the shield command.
+	Log Log `yaml:"log"`
+}
+
+// Values accepted by global.log.level.
+const (
+	LogDebug = "debug"
+	LogInfo  = "info"
+	LogWarn  = "warn"
+	LogError = "error"
+)
+
+// Values accepted by global.log.format.
+const (
+	LogText = "text"
+	LogJSON = "json"
+)
+
+// Log is the "global.log" section. It sets up the logger of the shield
+// command (run, test, repl); its --log-level and --log-format flags
+// override it. A host that embeds the module logs through the logger it
+// hands to New, and this section has no effect there.
+type Log struct {
+	// Level is the lowest level logged: debug, info, warn or error.
+	// Default info.
+	Level string `yaml:"level"`
+	// Format is text (log/slog's key=value lines) or json (one JSON object
+	// per line). Default text.
+	Format string `yaml:"format"`
 }
 
 // Runtime is the "global.runtime" section.
@@ -403,6 +432,7 @@ func Default() Config {
 				Sync:       true,
 			},
 			Runtime: Runtime{SlowTask: 1000, ShutdownGrace: 5000},
+			Log:     Log{Level: LogInfo, Format: LogText},
 		},
 		Lock: Lock{
 			Enabled:    true,

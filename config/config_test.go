@@ -99,6 +99,8 @@ func TestDefaults(t *testing.T) {
 		{"queue.dead_letter.enabled", d.Queue.DeadLetter.Enabled, true},
 		{"queue.dead_letter.max_length", d.Queue.DeadLetter.MaxLength, 10000},
 		{"queue.dead_letter.ttl", d.Queue.DeadLetter.TTL, int64(604800000)},
+		{"global.log.level", d.Global.Log.Level, "info"},
+		{"global.log.format", d.Global.Log.Format, "text"},
 		{"rate_limiter.algorithm", d.RateLimiter.Algorithm, "token_bucket"},
 		{"rate_limiter.sync_interval", d.RateLimiter.SyncInterval, int64(1000)},
 		{"rate_limiter.cleanup_interval", d.RateLimiter.CleanupInterval, int64(60000)},
@@ -483,6 +485,10 @@ func TestValidationRules(t *testing.T) {
 			"config.yaml:3: queue.dead_letter.max_length must be > 0, got 0"},
 		{"dead letter ttl negative", "queue:\n  dead_letter:\n    ttl: -7\n",
 			"config.yaml:3: queue.dead_letter.ttl must be > 0, got -7"},
+		{"log level", "global:\n  log:\n    level: verbose\n",
+			`config.yaml:3: global.log.level: unknown value "verbose" (want debug, info, warn or error)`},
+		{"log format", "global:\n  log:\n    format: xml\n",
+			`config.yaml:3: global.log.format: unknown value "xml" (want text or json)`},
 		{"rate limiter algorithm", "rate_limiter:\n  algorithm: leaky\n",
 			`config.yaml:2: rate_limiter.algorithm: unknown value "leaky" (want token_bucket or sliding_window)`},
 		{"rate limiter sync zero", "rate_limiter:\n  sync_interval: 0\n",
@@ -577,7 +583,7 @@ func TestUnknownKeys(t *testing.T) {
 		{"globl:\n  enabled: true\n", []string{
 			`config.yaml:1: unknown key "globl" (known keys: global, lock, rank, queue, rate_limiter, scheduler, ops); did you mean "global"?`}},
 		{"global:\n  enabled: true\n  nodeid: x\n", []string{
-			`config.yaml:3: unknown key "global.nodeid" (known keys: enabled, node_id, service_id, service_name, redis, cache, runtime); did you mean "node_id"?`}},
+			`config.yaml:3: unknown key "global.nodeid" (known keys: enabled, node_id, service_id, service_name, redis, cache, runtime, log); did you mean "node_id"?`}},
 		{"global:\n  cache:\n    enabled: true\n\n    # comment\n\n    max_sise: 5\n", []string{
 			`config.yaml:7: unknown key "global.cache.max_sise" (known keys: enabled, max_size, default_ttl, sync); did you mean "max_size"?`}},
 		{"lock:\n  auto_extend:\n    enabled: true\n    period: 5\n", []string{

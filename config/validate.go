@@ -94,6 +94,16 @@ func (v *validator) global(g *Global) {
 	v.positive("global.cache.default_ttl", c.DefaultTTL, maxMillis)
 	v.nonNegative("global.runtime.slow_task", g.Runtime.SlowTask, maxMillis)
 	v.nonNegative("global.runtime.shutdown_grace", g.Runtime.ShutdownGrace, maxMillis)
+	switch g.Log.Level {
+	case LogDebug, LogInfo, LogWarn, LogError:
+	default:
+		v.fail("global.log.level", "global.log.level: unknown value %q (want %s, %s, %s or %s)", g.Log.Level, LogDebug, LogInfo, LogWarn, LogError)
+	}
+	switch g.Log.Format {
+	case LogText, LogJSON:
+	default:
+		v.fail("global.log.format", "global.log.format: unknown value %q (want %s or %s)", g.Log.Format, LogText, LogJSON)
+	}
 }
 
 func (v *validator) redis(r *Redis) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,12 +14,17 @@ import (
 )
 
 // openModule loads the config (cfgPath, or the defaults and the
-// environment) and opens the module, logging to stderr. It reports what
+// environment) and opens the module, logging to stderr at the level and in
+// the format of --log-level/--log-format, else global.log. It reports what
 // failed and returns the exit status to use when it returns nil: 2 for a
-// bad config, 1 for a backend that cannot be opened.
+// bad config or log flag, 1 for a backend that cannot be opened.
 func openModule(cfgPath string, stderr io.Writer) (*shieldglobal.Module, int) {
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg, err := loadConfig(cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "shield: %v\n", err)
+		return nil, 2
+	}
+	log, err := newLogger(cfg.Global.Log, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "shield: %v\n", err)
 		return nil, 2
@@ -29,6 +35,72 @@ func openModule(cfgPath string, stderr io.Writer) (*shieldglobal.Module, int) {
 		return nil, 1
 	}
 	return mod, 0
+}
+
+// memoryNotice is the module's one line about running without Redis.
+// `shield test` leaves it out unless the level is debug: a spec run on the
+// memory backend is the ordinary case, and the line is noise in its output.
+const memoryNotice = "shield: no Redis configured (global.redis), using the in-process memory backend"
+
+// newLogger builds the command's logger from the flags kept in stderr (a
+// *console) over the config's global.log.
+func newLogger(lc config.Log, stderr io.Writer) (*slog.Logger, error) {
+	w := unwrap(stderr)
+	con, _ := stderr.(*console)
+	if con != nil && con.logLevel != "" {
+		lc.Level = con.logLevel
+	}
+	if con != nil && con.logFormat != "" {
+		lc.Format = con.logFormat
+	}
+	var level slog.Level
+	switch lc.Level {
+	case config.LogDebug:
+		level = slog.LevelDebug
+	case config.LogInfo:
+		level = slog.LevelInfo
+	case config.LogWarn:
+		level = slog.LevelWarn
+	case config.LogError:
+		level = slog.LevelError
+	default:
+		return nil, fmt.Errorf("--log-level: unknown value %q (want debug, info, warn or error)", lc.Level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch lc.Format {
+	case config.LogText:
+		h = slog.NewTextHandler(w, opts)
+	case config.LogJSON:
+		h = slog.NewJSONHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("--log-format: unknown value %q (want text or json)", lc.Format)
+	}
+	if con != nil && con.command != nil && con.command.name == "test" && level > slog.LevelDebug {
+		h = dropMessage{h, memoryNotice}
+	}
+	return slog.New(h), nil
+}
+
+// dropMessage is a handler that leaves out the records with one message.
+type dropMessage struct {
+	slog.Handler
+	msg string
+}
+
+func (d dropMessage) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == d.msg {
+		return nil
+	}
+	return d.Handler.Handle(ctx, r)
+}
+
+func (d dropMessage) WithAttrs(as []slog.Attr) slog.Handler {
+	return dropMessage{d.Handler.WithAttrs(as), d.msg}
+}
+
+func (d dropMessage) WithGroup(name string) slog.Handler {
+	return dropMessage{d.Handler.WithGroup(name), d.msg}
 }
 
 // moduleCloseWait bounds Module.Close at exit: the runtime has had its

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -15,19 +17,58 @@ import (
 
 func cmdRun(argv []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := newFlags("run", stderr)
+	code := fs.String("e", "", "run `CODE` instead of a script file; the arguments go to it as ...")
 	if err := fs.Parse(argv); err != nil {
 		return 2
 	}
-	if fs.NArg() < 1 {
-		fmt.Fprint(stderr, usage()) // before connecting to anything
+	var src script
+	args := fs.Args()
+	switch {
+	case isSet(fs, "e"):
+		src = script{name: "(command line)", code: *code, isCode: true}
+	case fs.NArg() < 1:
+		// before connecting to anything
+		fmt.Fprintf(stderr, "shield run: no script given (a file, - for stdin, or -e CODE)\n%s", commandHelp(lookup("run"), fs))
 		return 2
+	case fs.Arg(0) == "-":
+		data, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			fmt.Fprintf(stderr, "shield: reading the script from stdin: %v\n", err)
+			return 1
+		}
+		src, args = script{name: "stdin", code: string(data), isCode: true}, args[1:]
+	default:
+		src, args = script{name: fs.Arg(0)}, args[1:]
 	}
 	mod, status := openModule(*cfgPath, stderr)
 	if mod == nil {
 		return status
 	}
 	defer closeModule(mod, stderr)
-	return runScript(mod, fs.Arg(0), fs.Args()[1:], stderr)
+	return runScript(mod, src, args, stderr)
+}
+
+// script is what `shield run` runs: a file (name is its path) or source
+// text (-e CODE, or - for stdin) named for error messages as lua names them.
+type script struct {
+	name   string
+	code   string
+	isCode bool
+}
+
+func (s script) run(rt *shieldglobal.Runtime, args []lua.LValue) error {
+	if s.isCode {
+		return rt.RunString(s.code, s.name, args...)
+	}
+	return rt.RunFile(s.name, args...)
+}
+
+// isSet reports whether the flag was given on the command line (-e ” runs
+// an empty chunk rather than asking for a script).
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // runScript runs the main chunk, then keeps the process up while the script
@@ -38,7 +79,8 @@ func cmdRun(argv []string, stdout, stderr io.Writer) int {
 // process at once.
 // Exit status: 0, or 1 when the main chunk or a spawned task raised, or a
 // task had to be interrupted.
-func runScript(mod *shieldglobal.Module, path string, scriptArgs []string, stderr io.Writer) int {
+func runScript(mod *shieldglobal.Module, src script, scriptArgs []string, stderr io.Writer) int {
+	path := src.name
 	L := lua.NewState(shieldglobal.StateOptions())
 	defer L.Close()
 	rt, err := mod.NewRuntime(L)
@@ -63,7 +105,7 @@ func runScript(mod *shieldglobal.Module, path string, scriptArgs []string, stder
 		status = 1
 	}
 	mainDone := make(chan error, 1)
-	go func() { mainDone <- rt.RunFile(path, args...) }()
+	go func() { mainDone <- src.run(rt, args) }()
 	mainEnded := false
 	select {
 	case err := <-mainDone:
