@@ -1,7 +1,7 @@
 // Command shield runs Lua scripts and Lua spec files on shield_global.
 //
 //	shield run  [--config F] script.lua [args...]
-//	shield test [--config F] [--timeout 10s] [--output human|tap|junit] [paths...]   (default: testdata/lua)
+//	shield test [--config F] [--timeout 10s] [-o human|tap|junit|json] [busted's flags] [paths...]   (default: spec/, else testdata/lua)
 //
 // Without --config (or a Redis URL in SHIELD_REDIS_URL) everything runs on
 // the embedded memory backend. Each command lives in a file of its own
@@ -34,8 +34,8 @@ func init() {
 	commands = []command{
 		{"run", "[--config FILE] script.lua [args...]",
 			"run a script; stays up while it has subscriptions or scheduled work", cmdRun},
-		{"test", "[--config FILE] [--timeout 10s] [--output human|tap|junit] [paths...]",
-			"run *_spec.lua files (default testdata/lua); --timeout bounds each test", cmdTest},
+		{"test", "[--config FILE] [--timeout 10s] [-o human|tap|junit|json] [--filter P] [--tags T] [--shuffle] [--list] [paths...]",
+			"run busted-style *_spec.lua files (default spec/, else testdata/lua); see docs/testing.md", cmdTest},
 	}
 }
 

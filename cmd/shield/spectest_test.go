@@ -20,10 +20,10 @@ describe("hang", function()
 end)`)
 	start := time.Now()
 	r := runShield(t, context.Background(), "test", "--timeout", "300ms", spec)
-	if r.code != 1 || !strings.Contains(r.stdout, "1 passed, 2 failed") {
+	if r.code != 1 || !strings.Contains(r.stdout, "1 passed, 0 failed, 2 errors") {
 		t.Fatalf("exit %d:\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"FAIL - hang blocks forever", "FAIL - hang spins forever", "timed out after 300ms", "ok - hang still runs"} {
+	for _, want := range []string{"ERROR - hang blocks forever", "ERROR - hang spins forever", "timed out after 300ms", "ok - hang still runs"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Fatalf("missing %q:\n%s", want, r.stdout)
 		}
@@ -72,8 +72,8 @@ end)`)
 	r := runShield(t, context.Background(), "test", spec)
 	out := r.stdout
 	for _, want := range []string{
-		"FAIL - misc fails when a task it spawned raises", "a task spawned by the test failed", "spawned boom",
-		"FAIL - misc reports a late failure of a spawned task\n    a task spawned by this test failed after it ended", "late boom",
+		"ERROR - misc fails when a task it spawned raises", "a task spawned by the test failed", "spawned boom",
+		"ERROR - misc reports a late failure of a spawned task\n    a task spawned by this test failed after it ended", "late boom",
 		"unknown assertion 'banana' (assert.are.banana)",
 		"ok - background leaves a task running",
 	} {
