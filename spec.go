@@ -124,6 +124,13 @@ func (m *Module) RunSpecs(ctx context.Context, paths []string, out io.Writer, op
 	}
 	var total SpecResult
 	defer func() { sink.end(total) }()
+	if len(files) == 0 {
+		// busted reports this as an error too: a typo in --pattern or a
+		// path must not look like a green run.
+		sink.fileFailed(strings.Join(paths, " "), fmt.Sprintf("no test files match --pattern %s", strings.Join(opts.Pattern, ", ")))
+		total.Errors++
+		return total, nil
+	}
 	for run := 1; run <= opts.Repeat; run++ {
 		order := files
 		if opts.Shuffle {

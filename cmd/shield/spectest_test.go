@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/xml"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -172,5 +177,58 @@ func TestSpecOutputJUnit(t *testing.T) {
 	}
 	if s.Cases[2].Skipped == nil {
 		t.Fatal("the pending test is not skipped")
+	}
+}
+
+// The test running when Ctrl-C arrives is listed as interrupted (an error),
+// after the results so far.
+func TestSpecInterruptListsTheRunningTest(t *testing.T) {
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	spec := writeFile(t, "slow_spec.lua", `
+describe("slow", function()
+	it("passes first", function() end)
+	it("waits", function()
+		local f = assert(io.open(`+strconv.Quote(ready)+`, "w")); f:close()
+		shield.sleep(60000)
+	end)
+	it("never starts", function() end)
+end)`)
+	cmd := exec.Command(shieldBin(t), "test", spec)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the spec never reached its waiting test")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("shield test did not stop on SIGINT")
+	}
+	out := stdout.String()
+	if cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("exit %d:\n%s", cmd.ProcessState.ExitCode(), out)
+	}
+	for _, want := range []string{"ok - slow passes first\nINTERRUPTED - slow waits\n", "1 passed, 0 failed, 1 error (interrupted)"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("missing %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "never starts") {
+		t.Fatalf("a test after the interrupted one ran:\n%s", out)
 	}
 }
