@@ -160,6 +160,7 @@ func (m *Module) RunSpecs(ctx context.Context, paths []string, out io.Writer, op
 // specRun is the state of one spec file's run. Loop only, except counts.
 type specRun struct {
 	rt   *Runtime
+	ctx  context.Context
 	path string
 	sink specSink
 	opts SpecOptions
@@ -184,7 +185,7 @@ func (m *Module) runSpecFile(ctx context.Context, path string, sink specSink, op
 		sink.endFile(path, r)
 		return r
 	}
-	s := &specRun{rt: rt, path: path, sink: sink, opts: opts, outcome: map[string]string{}, last: time.Now()}
+	s := &specRun{rt: rt, ctx: ctx, path: path, sink: sink, opts: opts, outcome: map[string]string{}, last: time.Now()}
 	out := sink.lines()
 	if out == nil {
 		out = io.Discard
@@ -221,7 +222,7 @@ func (m *Module) runSpecFile(ctx context.Context, path string, sink specSink, op
 	if name := s.running.Load(); interrupted && name != nil {
 		// The test Ctrl-C stopped is listed, so the output says where the
 		// run ended.
-		sink.result("error", *name, "interrupted (the run was stopped while this test ran)", "", time.Since(s.last))
+		sink.result("interrupted", *name, "interrupted (the run was stopped while this test ran)", "", time.Since(s.last))
 		s.errors.Add(1)
 	}
 	// Tasks the file left behind are stopped now, not after a grace period.
@@ -349,6 +350,9 @@ func (s *specRun) call(L *lua.LState) int {
 		rt.SpawnIn(g, name, wrapper, []lua.LValue{mark, fn}, func(err error) {
 			timer.Stop()
 			over = true
+			if s.ctx.Err() == nil {
+				s.running.Store(nil) // not what Ctrl-C stops, unless it ended by it
+			}
 			complete(func() ([]lua.LValue, error) {
 				var te *bindings.TaskError
 				switch {

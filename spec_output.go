@@ -21,7 +21,8 @@ const (
 
 // specSink receives the results of a run and writes them in one format.
 // Result kinds: "ok", "fail" (an assertion did not hold), "error" (any
-// other error; also a test Ctrl-C interrupted), "pending", "list".
+// other error), "interrupted" (the test Ctrl-C stopped; counted as an
+// error), "pending", "list".
 type specSink interface {
 	// lines is where shield.spec writes its own report lines (nil: discard).
 	lines() io.Writer
@@ -79,8 +80,8 @@ func (h *humanSink) file(path string)   { fmt.Fprintf(h.out, "# %s\n", path) }
 
 // result: shield.spec wrote the line already, except for the test Ctrl-C
 // interrupted, which Go reports.
-func (h *humanSink) result(kind, name, text, _ string, _ time.Duration) {
-	if kind == "error" && strings.HasPrefix(text, "interrupted") {
+func (h *humanSink) result(kind, name, _, _ string, _ time.Duration) {
+	if kind == "interrupted" {
 		fmt.Fprintf(h.out, "INTERRUPTED - %s\n", name)
 	}
 }
@@ -145,7 +146,11 @@ func (t *tapSink) result(kind, name, text, pos string, _ time.Duration) {
 		fmt.Fprintf(t.out, "ok %d - %s # SKIP %s\n", t.n, name, firstLine(text))
 	default:
 		fmt.Fprintf(t.out, "not ok %d - %s\n", t.n, name)
-		fmt.Fprintf(t.out, "  ---\n  severity: %s\n", map[string]string{"fail": "fail", "error": "error"}[kind])
+		severity := "error"
+		if kind == "fail" {
+			severity = "fail"
+		}
+		fmt.Fprintf(t.out, "  ---\n  severity: %s\n", severity)
 		if pos != "" {
 			fmt.Fprintf(t.out, "  at: %s\n", pos)
 		}
@@ -242,8 +247,8 @@ func (j *junitSink) result(kind, name, text, pos string, took time.Duration) {
 		c.Skipped = &junitSkipped{Message: firstLine(text)}
 	case "fail":
 		c.Failure = &junitFailure{Message: firstLine(text), Type: "failure", Text: text}
-	case "error":
-		c.Error = &junitFailure{Message: firstLine(text), Type: "error", Text: text}
+	case "error", "interrupted":
+		c.Error = &junitFailure{Message: firstLine(text), Type: kind, Text: text}
 	}
 	s.Cases = append(s.Cases, c)
 }
@@ -349,7 +354,7 @@ func (j *jsonSink) result(kind, name, text, pos string, took time.Duration) {
 		j.doc.Successes = append(j.doc.Successes, t)
 	case "fail":
 		j.doc.Failures = append(j.doc.Failures, t)
-	case "error":
+	case "error", "interrupted":
 		j.doc.Errors = append(j.doc.Errors, t)
 	case "pending":
 		t.Element.Descriptor = "pending"

@@ -51,6 +51,7 @@ func TestSpecGolden(t *testing.T) {
 		{"shuffle", []string{"--shuffle", "--seed", "7", "--filter-out", "table", "testdata/specs/doubles_spec.lua", basic}},
 		{"repeat", []string{"--repeat", "2", "--filter", "passes", basic}},
 		{"timeout", []string{"--timeout", "300ms", "testdata/specs/more/timeout_spec.lua"}},
+		{"doubles_misuse", []string{"testdata/specs/more/misuse_spec.lua"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
