@@ -726,7 +726,6 @@ if make_doubles then
     level = CALLER_LEVEL,
   })
 end
-M.doubles = doubles
 
 ---------------------------------------------------------------------------
 -- registry

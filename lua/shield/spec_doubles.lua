@@ -227,8 +227,8 @@ local function make_doubles(internals)
   SPY_MT.__call = function(s, ...)
     s.calls[#s.calls + 1] = pack(...)
     local fn = s.callback
-    for i = 1, #s.on_calls do
-      local oc = s.on_calls[i]
+    for i = 1, #s._rules do
+      local oc = s._rules[i]
       if args_match(s.calls[#s.calls], oc.args) then
         fn = oc.callback
       end
@@ -284,7 +284,7 @@ local function make_doubles(internals)
         or type(getmetatable(callback)) == "table" and getmetatable(callback).__call) then
       error("spy.new: function expected, got " .. type(callback), 3)
     end
-    local s = setmetatable({ calls = {}, returnvals = {}, callback = callback, on_calls = {} }, SPY_MT)
+    local s = setmetatable({ calls = {}, returnvals = {}, callback = callback, _rules = {} }, SPY_MT)
     return s
   end
 
@@ -326,7 +326,7 @@ local function make_doubles(internals)
     -- arguments only (the last matching rule wins)
     s.on_call_with = function(...)
       local rule = { args = { n = select("#", ...), ... } }
-      s.on_calls[#s.on_calls + 1] = rule
+      s._rules[#s._rules + 1] = rule
       return {
         returns = function(...)
           local vals = { n = select("#", ...), ... }
