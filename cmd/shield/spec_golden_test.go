@@ -51,6 +51,7 @@ func TestSpecGolden(t *testing.T) {
 		{"shuffle", []string{"--shuffle", "--seed", "7", "--filter-out", "table", "testdata/specs/doubles_spec.lua", basic}},
 		{"repeat", []string{"--repeat", "2", "--filter", "passes", basic}},
 		{"timeout", []string{"--timeout", "300ms", "testdata/specs/more/timeout_spec.lua"}},
+		{"tags_conflict", []string{"--tags", "slow", "--exclude-tags", "slow", basic}},
 		{"doubles_misuse", []string{"testdata/specs/more/misuse_spec.lua"}},
 	}
 	for _, c := range cases {
@@ -74,5 +75,39 @@ func TestSpecGolden(t *testing.T) {
 					strings.Join(c.args, " "), path, got, want, stderr.String())
 			}
 		})
+	}
+}
+
+// Without paths, `shield test` runs spec/ (busted's default) if it exists,
+// else testdata/lua; with neither it says so (status 2).
+func TestSpecDefaultDirectories(t *testing.T) {
+	for _, c := range []struct {
+		dirs []string
+		code int
+		want string
+	}{
+		{[]string{"spec", "testdata/lua"}, 0, "# spec/a_spec.lua\nok - found in spec"},
+		{[]string{"testdata/lua"}, 0, "# testdata/lua/a_spec.lua\nok - found in testdata/lua"},
+		{nil, 2, ""},
+	} {
+		root := t.TempDir()
+		for _, d := range c.dirs {
+			if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			src := `it("found in ` + d + `", function() end)`
+			if err := os.WriteFile(filepath.Join(root, d, "a_spec.lua"), []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Chdir(root)
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"test"}, &stdout, &stderr)
+		if code != c.code || !strings.Contains(stdout.String(), c.want) {
+			t.Errorf("dirs %v: exit %d\n%s\n%s", c.dirs, code, stdout.String(), stderr.String())
+		}
+		if c.code == 2 && !strings.Contains(stderr.String(), "no spec/ or testdata/lua directory") {
+			t.Errorf("no directory: stderr %q", stderr.String())
+		}
 	}
 }
