@@ -357,15 +357,20 @@ func (s *specRun) call(L *lua.LState) int {
 				var te *bindings.TaskError
 				switch {
 				case timedOut.Load() && errors.As(err, &te):
-					msg := fmt.Sprintf("timed out after %v (%s)", s.opts.Timeout, te.Message)
+					// te.Message says how the runtime ended the test (an
+					// interrupt), not why: the timeout is the news, and
+					// where the test was.
+					msg := fmt.Sprintf("timed out after %v", s.opts.Timeout)
 					tb := te.Traceback
-					if parkedAt != "" {
-						// te.Message says how the runtime ended the wait,
-						// not why: the timeout is the news.
-						msg = fmt.Sprintf("%s: timed out after %v", parkedAt, s.opts.Timeout)
-						if tb == "" {
-							tb = parkedTB
-						}
+					if tb == "" {
+						tb = parkedTB
+					}
+					at := parkedAt
+					if at == "" {
+						at = tracebackPos(tb)
+					}
+					if at != "" {
+						msg = at + ": " + msg
 					}
 					return []lua.LValue{lua.LFalse, failure(rt.L, msg, tb)}, nil
 				case errors.As(err, &te):
@@ -408,6 +413,24 @@ func userFrames(co *lua.LState) (at, tb string) {
 		tb = "stack traceback:\n" + strings.Join(lines, "\n")
 	}
 	return at, tb
+}
+
+// tracebackPos is the first "file:line" of a traceback that is the
+// user's.
+func tracebackPos(tb string) string {
+	for _, line := range strings.Split(tb, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line == "stack traceback:" || strings.HasPrefix(line, shieldlua.ChunkPrefix) ||
+			strings.HasPrefix(line, "[G]") || strings.HasPrefix(line, "(") {
+			continue
+		}
+		if file, rest, ok := strings.Cut(line, ": "); ok && rest != "" {
+			if f, l := splitPos(file); f != "" && l != "" {
+				return file
+			}
+		}
+	}
+	return ""
 }
 
 // failure is an error value shield.spec prints with its traceback.

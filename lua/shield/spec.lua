@@ -1014,7 +1014,7 @@ end
 local function describe_error(err, tb)
   local msg, own_tb = error_parts(err)
   tb = own_tb or tb
-  if not sfind(msg, "^[^\n]-:%d+: ") then
+  if not sfind(msg, "^[^%s(][^%s(]-:%d+: ") then
     local pos = traceback_position(tb)
     if pos then
       msg = pos .. ": " .. msg
