@@ -187,21 +187,26 @@ function spy_obj:clear() end
 ---@return shield.spy
 function spy_obj:revert() end
 
---- Whether the spy was called (n times, when n is given).
+--- Whether the spy was called (n times, when n is given), and how often.
 ---@param n? integer
 ---@return boolean
+---@return integer count
 function spy_obj:called(n) end
 
---- Whether a call had exactly these arguments (deep-equal, or accepted by
---- the matcher in their place).
----@param ... any
+--- Whether a call had exactly the values of the list args (deep-equal, or
+--- accepted by the matcher in their place): luassert's method form,
+--- s:called_with({1, "a"}). Also returns the matching call's values, or the
+--- last call's.
+---@param args any[]
 ---@return boolean
-function spy_obj:called_with(...) end
+---@return { n: integer, [integer]: any }? values
+function spy_obj:called_with(args) end
 
---- Whether a call returned exactly these values.
----@param ... any
+--- Whether a call returned exactly the values of the list results.
+---@param results any[]
 ---@return boolean
-function spy_obj:returned_with(...) end
+---@return { n: integer, [integer]: any }? values
+function spy_obj:returned_with(results) end
 
 --- A stub: a spy that does not call the original function.
 ---@class shield.stub: shield.spy

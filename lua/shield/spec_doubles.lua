@@ -252,31 +252,58 @@ local function make_doubles(internals)
     return self
   end
 
+  -- the first recorded call (or return) matching expected, a list with n
+  local function find(list, expected)
+    for i = 1, #list do
+      if args_match(list[i], expected) then
+        return list[i]
+      end
+    end
+  end
+
+  local function arglist(args)
+    if type(args) ~= "table" then
+      error("a list of arguments expected (luassert's form: s:called_with({1, 2})), got " .. type(args), 3)
+    end
+    if args.n == nil then
+      local t = { n = #args }
+      for i = 1, t.n do
+        t[i] = args[i]
+      end
+      return t
+    end
+    return args
+  end
+
+  -- s:called([times]) -> whether it was called (times times), the count
   function SPY_MT:called(times)
     if times == nil then
-      return #self.calls > 0
+      return #self.calls > 0, #self.calls
     end
-    return #self.calls == times
+    return #self.calls == times, #self.calls
   end
 
-  function SPY_MT:called_with(...)
-    local expected = { n = select("#", ...), ... }
-    for i = 1, #self.calls do
-      if args_match(self.calls[i], expected) then
-        return true
-      end
+  -- s:called_with(args) -> whether a call had the values of the list args
+  -- (luassert's method form takes a table), and those values or the last
+  -- call's
+  function SPY_MT:called_with(args)
+    local found = find(self.calls, arglist(args))
+    if found then
+      return true, found.vals
     end
-    return false
+    local last = self.calls[#self.calls]
+    return false, last and last.vals
   end
 
-  function SPY_MT:returned_with(...)
-    local expected = { n = select("#", ...), ... }
-    for i = 1, #self.returnvals do
-      if args_match(self.returnvals[i], expected) then
-        return true
-      end
+  -- s:returned_with(results) -> whether a call returned the values of the
+  -- list results
+  function SPY_MT:returned_with(results)
+    local found = find(self.returnvals, arglist(results))
+    if found then
+      return true, found.vals
     end
-    return false
+    local last = self.returnvals[#self.returnvals]
+    return false, last and last.vals
   end
 
   local function new_spy(callback)
@@ -467,7 +494,7 @@ local function make_doubles(internals)
   checks.called_less_than = bound("less than", function(c, n) return c < n end)
   checks.called_with = function(s, neg, ...)
     local expected = { n = select("#", ...), ... }
-    if s:called_with(...) ~= neg then
+    if (find(s.calls, expected) ~= nil) ~= neg then
       return true
     end
     return false, "expected the spy " .. (neg and "not " or "") .. "to be called with "
@@ -475,7 +502,7 @@ local function make_doubles(internals)
   end
   checks.returned_with = function(s, neg, ...)
     local expected = { n = select("#", ...), ... }
-    if s:returned_with(...) ~= neg then
+    if (find(s.returnvals, expected) ~= nil) ~= neg then
       return true
     end
     local last = s.returnvals[#s.returnvals]
