@@ -40,8 +40,9 @@ type specSink interface {
 }
 
 func newSpecSink(format string, out io.Writer) (specSink, error) {
-	switch format {
-	case "", SpecHuman:
+	// busted's handler names are accepted too (-o TAP, -o utfTerminal).
+	switch strings.ToLower(format) {
+	case "", SpecHuman, "utfterminal", "plainterminal":
 		return &humanSink{out: out}, nil
 	case SpecTAP:
 		return &tapSink{out: out}, nil
@@ -52,7 +53,7 @@ func newSpecSink(format string, out io.Writer) (specSink, error) {
 	case specList:
 		return &listSink{out: out}, nil
 	}
-	return nil, fmt.Errorf("unknown spec output %q (known: human, tap, junit, json)", format)
+	return nil, fmt.Errorf("unknown spec output %q (known: human, tap, junit, json; busted's utfTerminal and plainTerminal are human)", format)
 }
 
 func summary(r SpecResult) string {
