@@ -7,29 +7,39 @@
 --   local passed, failed, skipped = spec.run(print)
 --
 -- Module API:
---   M.install(env)   defines describe/context, it, pending, before_each,
---                    after_each, setup/teardown (+ lazy_/strict_ aliases) and
---                    assert in env (default _G); returns env
+--   M.install(env)   defines describe/context, insulate, expose, it, pending,
+--                    finally, before_each, after_each, setup/teardown (+
+--                    lazy_/strict_ aliases), assert, spy, stub, mock and
+--                    match in env (default _G); returns env
 --   M.run(write [, opts])  runs and reports the registered tests, resets the
---                    registry, returns passed, failed, skipped. opts (all
---                    optional): call(fn, name) runs user code instead of the
---                    global pcall and returns like pcall (the host runs each
---                    test as a task with a timeout); report(kind, name, text)
---                    is told each result ("ok", "fail", "pending") as it
---                    happens, with the failure message (and traceback) or
---                    the pending reason; summary = false leaves out the
---                    summary line
+--                    registry, returns passed, failed, skipped, errors
+--                    (failed: an assertion did not hold; errors: anything
+--                    else). opts (all optional): call(fn, name) runs user
+--                    code instead of the global pcall and returns like pcall
+--                    (plus the traceback of an error value that carries
+--                    none; the host runs each test as a task with a
+--                    timeout); report(kind, name, text, pos) is told each
+--                    result ("ok", "fail", "error", "pending", "list") as it
+--                    happens, with the message (and traceback) or the
+--                    pending reason and the it()'s "file:line"; summary =
+--                    false leaves out the summary line; filter, filter_out,
+--                    tags, exclude_tags (lists) select tests as busted's
+--                    flags do; rand(n) -> 1..n shuffles each block; list =
+--                    true reports the selected tests as "list" and runs
+--                    nothing
 --   M.reset()        drops every registered test
 --   M.assert         the luassert-style assert table (also callable)
 --   M.serialize(v)   the deterministic value printer used in messages
 --   M.same(a, b)     the deep comparison behind assert.same
+--   M.record_failure(text)  notes an assertion failure's text (a test that
+--                    raises it then counts as failed, not errored)
 --
 -- Output of spec.run(write), one write(line) call per line:
 --   ok - <describe path> <it name>
---   FAIL - <describe path> <it name>
---       <indented error message and, when the error value carries one, traceback>
+--   FAIL - <describe path> <it name>      (ERROR - ... for other errors)
+--       <indented message, starting with file:line, and the traceback>
 --   PENDING - <describe path> <it name>
---   <N> passed, <N> failed[, <N> skipped]
+--   <N> passed, <N> failed[, <N> errors][, <N> skipped]
 --
 -- Yield safety: the host runs spec.run inside a coroutine, and test bodies may
 -- yield (block). User code (tests, hooks, functions given to has_error/...) is
