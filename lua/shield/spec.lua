@@ -46,7 +46,10 @@
 -- therefore only ever called through plain Lua calls and the *global* pcall,
 -- looked up at the moment of the call (the host swaps in a yield-safe pcall;
 -- never cache it in a local). User code is never called from inside an
--- iterator function, a metamethod, a table.sort comparator or a gsub callback.
+-- iterator function, a metamethod, a table.sort comparator or a gsub callback,
+-- with one exception: a spy's __call calls the spied function. gopher-lua
+-- runs a __call metamethod as a plain Lua call, so that function may block
+-- too (cmd/shield/testdata/specs/doubles_spec.lua, "blocking").
 
 local M = {}
 

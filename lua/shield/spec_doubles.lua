@@ -148,10 +148,14 @@ local function make_doubles(internals)
     seen[v] = c
     local k = next(v)
     while k ~= nil do
-      c[deepcopy(k, seen)] = deepcopy(v[k], seen)
+      c[deepcopy(k, seen)] = deepcopy(rawget(v, k), seen)
       k = next(v, k)
     end
-    return setmetatable(c, getmetatable(v))
+    local mt = getmetatable(v)
+    if type(mt) == "table" then -- not a protected (__metatable) one
+      setmetatable(c, mt)
+    end
+    return c
   end
 
   local function pack(...)
