@@ -1,7 +1,7 @@
 // Command shield runs Lua scripts and Lua spec files on shield_global.
 //
 //	shield run  [--config F] script.lua [args...]
-//	shield test [--config F] [--timeout 10s] [-o human|tap|junit|json] [busted's flags] [paths...]   (default: spec/, else testdata/lua)
+//	shield test [--config F] [--timeout 10s] [--output human|tap|junit] [paths...]   (default: testdata/lua)
 //
 // Without --config (or a Redis URL in SHIELD_REDIS_URL) everything runs on
 // the embedded memory backend. Each command lives in a file of its own
