@@ -24,8 +24,8 @@ func TestLuaSpecs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Failed > 0 || res.Passed == 0 {
-				t.Fatalf("%d passed, %d failed:\n%s", res.Passed, res.Failed, out.String())
+			if res.Failed > 0 || res.Errors > 0 || res.Passed == 0 {
+				t.Fatalf("%d passed, %d failed, %d errors:\n%s", res.Passed, res.Failed, res.Errors, out.String())
 			}
 			t.Logf("%d passed, %d failed, %d skipped", res.Passed, res.Failed, res.Skipped)
 		})

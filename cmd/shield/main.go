@@ -44,8 +44,8 @@ func init() {
 	commands = []command{
 		{"run", "[--config FILE] [-e CODE | script.lua | -] [args...]",
 			"run a script (- reads it from stdin); stays up while it has subscriptions or scheduled work", cmdRun},
-		{"test", "[--config FILE] [--timeout 10s] [--output human|tap|junit] [paths...]",
-			"run *_spec.lua files (default testdata/lua); --timeout bounds each test", cmdTest},
+		{"test", "[--config FILE] [--timeout 10s] [-o human|tap|junit|json] [--filter P] [--tags T] [--shuffle] [--list] [paths...]",
+			"run busted-style *_spec.lua files (default spec/, else testdata/lua); see docs/testing.md", cmdTest},
 		{"repl", "[--config FILE]",
 			"an interactive Lua prompt with the shield module on the configured backend", cmdRepl},
 		{"version", "",

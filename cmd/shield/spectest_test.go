@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/xml"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,10 +25,10 @@ describe("hang", function()
 end)`)
 	start := time.Now()
 	r := runShield(t, context.Background(), "test", "--timeout", "300ms", spec)
-	if r.code != 1 || !strings.Contains(r.stdout, "1 passed, 2 failed") {
+	if r.code != 1 || !strings.Contains(r.stdout, "1 passed, 0 failed, 2 errors") {
 		t.Fatalf("exit %d:\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"FAIL - hang blocks forever", "FAIL - hang spins forever", "timed out after 300ms", "ok - hang still runs"} {
+	for _, want := range []string{"ERROR - hang blocks forever", "ERROR - hang spins forever", "timed out after 300ms", "ok - hang still runs"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Fatalf("missing %q:\n%s", want, r.stdout)
 		}
@@ -72,8 +77,8 @@ end)`)
 	r := runShield(t, context.Background(), "test", spec)
 	out := r.stdout
 	for _, want := range []string{
-		"FAIL - misc fails when a task it spawned raises", "a task spawned by the test failed", "spawned boom",
-		"FAIL - misc reports a late failure of a spawned task\n    a task spawned by this test failed after it ended", "late boom",
+		"ERROR - misc fails when a task it spawned raises", "a task spawned by the test failed", "spawned boom",
+		"ERROR - misc reports a late failure of a spawned task\n    a task spawned by this test failed after it ended", "late boom",
 		"unknown assertion 'banana' (assert.are.banana)",
 		"ok - background leaves a task running",
 	} {
@@ -172,5 +177,58 @@ func TestSpecOutputJUnit(t *testing.T) {
 	}
 	if s.Cases[2].Skipped == nil {
 		t.Fatal("the pending test is not skipped")
+	}
+}
+
+// The test running when Ctrl-C arrives is listed as interrupted (an error),
+// after the results so far.
+func TestSpecInterruptListsTheRunningTest(t *testing.T) {
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	spec := writeFile(t, "slow_spec.lua", `
+describe("slow", function()
+	it("passes first", function() end)
+	it("waits", function()
+		local f = assert(io.open(`+strconv.Quote(ready)+`, "w")); f:close()
+		shield.sleep(60000)
+	end)
+	it("never starts", function() end)
+end)`)
+	cmd := exec.Command(shieldBin(t), "test", spec)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the spec never reached its waiting test")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("shield test did not stop on SIGINT")
+	}
+	out := stdout.String()
+	if cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("exit %d:\n%s", cmd.ProcessState.ExitCode(), out)
+	}
+	for _, want := range []string{"ok - slow passes first\nINTERRUPTED - slow waits\n", "1 passed, 0 failed, 1 error (interrupted)"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("missing %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "never starts") {
+		t.Fatalf("a test after the interrupted one ran:\n%s", out)
 	}
 }

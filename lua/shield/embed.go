@@ -10,10 +10,16 @@ import _ "embed"
 //go:embed prelude.lua
 var Prelude string
 
-// Spec is the busted-compatible spec runner, loaded as require("shield.spec").
-//
+// Spec is the busted-compatible spec runner, loaded as require("shield.spec"):
+// the test doubles (spec_doubles.lua, which defines make_doubles) and then
+// spec.lua, as one chunk, so the runner needs a single preload entry.
+var Spec = specDoubles + "\n" + specRunner
+
 //go:embed spec.lua
-var Spec string
+var specRunner string
+
+//go:embed spec_doubles.lua
+var specDoubles string
 
 // ChunkPrefix starts the chunk name of every embedded file, so error
 // positions can skip frames that belong to the runtime rather than the user.

@@ -619,10 +619,29 @@ function plain_queue:purge() end
 ---@return shield.queue_consumer
 function plain_queue:consume(name, fn, opts) end
 
---- Ops facts: {name, kind, length, pending, ready, in_flight, retrying,
---- consumers, local_consumers, dead_letters, expired, trimmed, reclaimed,
---- nacked, dead_lettered, dead_dropped[, groups]}.
----@return table
+--- Ops facts of a queue (q:stats()); counts are integers. Counters (expired
+--- to dead_dropped) run since the queue was created and survive purge().
+---@class shield.queue_stats
+---@field name string
+---@field kind "plain"|"delay"|"priority"|"reliable"|"broadcast"
+---@field length integer messages held (waiting, due or not, in flight, retrying); broadcast: entries retained
+---@field pending integer delay queue: messages not yet due
+---@field ready integer messages deliverable now
+---@field in_flight integer reliable: deliveries not yet settled
+---@field retrying integer nacked messages waiting for their retry
+---@field consumers integer consumers (processes) seen within the liveness window
+---@field local_consumers integer consumers of this queue in this process
+---@field dead_letters integer dead letters held
+---@field expired integer dropped at delivery after message_ttl
+---@field trimmed integer broadcast entries dropped before every group acknowledged them
+---@field reclaimed integer deliveries given to another consumer after a visibility timeout
+---@field nacked integer nacks
+---@field dead_lettered integer messages moved to the dead letters
+---@field dead_dropped integer dead letters dropped
+---@field groups? table<string, shield.queue_stats> broadcast queue: its groups, by name
+
+--- Ops facts of the queue.
+---@return shield.queue_stats
 function plain_queue:stats() end
 
 ---@return string
@@ -675,7 +694,7 @@ function delay_queue:purge() end
 ---@return shield.queue_consumer
 function delay_queue:consume(name, fn, opts) end
 
----@return table
+---@return shield.queue_stats
 function delay_queue:stats() end
 
 ---@return string
@@ -709,7 +728,7 @@ function priority_queue:purge() end
 ---@return shield.queue_consumer
 function priority_queue:consume(name, fn, opts) end
 
----@return table
+---@return shield.queue_stats
 function priority_queue:stats() end
 
 ---@return string
@@ -827,7 +846,7 @@ function reliable_queue:dead_letter() end
 ---@return shield.queue_consumer
 function reliable_queue:consume(name, fn, opts) end
 
----@return table
+---@return shield.queue_stats
 function reliable_queue:stats() end
 
 ---@return string
@@ -867,7 +886,7 @@ function broadcast_queue:length() end
 ---@return shield.dead_letters
 function broadcast_queue:dead_letter() end
 
----@return table
+---@return shield.queue_stats
 function broadcast_queue:stats() end
 
 ---@return string

@@ -7,36 +7,49 @@
 --   local passed, failed, skipped = spec.run(print)
 --
 -- Module API:
---   M.install(env)   defines describe/context, it, pending, before_each,
---                    after_each, setup/teardown (+ lazy_/strict_ aliases) and
---                    assert in env (default _G); returns env
+--   M.install(env)   defines describe/context, insulate, expose, it, pending,
+--                    finally, before_each, after_each, setup/teardown (+
+--                    lazy_/strict_ aliases), assert, spy, stub, mock and
+--                    match in env (default _G); returns env
 --   M.run(write [, opts])  runs and reports the registered tests, resets the
---                    registry, returns passed, failed, skipped. opts (all
---                    optional): call(fn, name) runs user code instead of the
---                    global pcall and returns like pcall (the host runs each
---                    test as a task with a timeout); report(kind, name, text)
---                    is told each result ("ok", "fail", "pending") as it
---                    happens, with the failure message (and traceback) or
---                    the pending reason; summary = false leaves out the
---                    summary line
+--                    registry, returns passed, failed, skipped, errors
+--                    (failed: an assertion did not hold; errors: anything
+--                    else). opts (all optional): call(fn, name) runs user
+--                    code instead of the global pcall and returns like pcall
+--                    (plus the traceback of an error value that carries
+--                    none; the host runs each test as a task with a
+--                    timeout); report(kind, name, text, pos) is told each
+--                    result ("ok", "fail", "error", "pending", "list") as it
+--                    happens, with the message (and traceback) or the
+--                    pending reason and the it()'s "file:line"; summary =
+--                    false leaves out the summary line; filter, filter_out,
+--                    tags, exclude_tags (lists) select tests as busted's
+--                    flags do; rand(n) -> 1..n shuffles each block; list =
+--                    true reports the selected tests as "list" and runs
+--                    nothing
 --   M.reset()        drops every registered test
 --   M.assert         the luassert-style assert table (also callable)
 --   M.serialize(v)   the deterministic value printer used in messages
 --   M.same(a, b)     the deep comparison behind assert.same
+--   M.record_failure(text)  notes an assertion failure's text (a test that
+--                    raises it then counts as failed, not errored)
 --
 -- Output of spec.run(write), one write(line) call per line:
 --   ok - <describe path> <it name>
---   FAIL - <describe path> <it name>
---       <indented error message and, when the error value carries one, traceback>
+--   FAIL - <describe path> <it name>      (ERROR - ... for other errors)
+--       <indented message, starting with file:line, and the traceback>
 --   PENDING - <describe path> <it name>
---   <N> passed, <N> failed[, <N> skipped]
+--   <N> passed, <N> failed[, <N> errors][, <N> skipped]
 --
 -- Yield safety: the host runs spec.run inside a coroutine, and test bodies may
 -- yield (block). User code (tests, hooks, functions given to has_error/...) is
 -- therefore only ever called through plain Lua calls and the *global* pcall,
 -- looked up at the moment of the call (the host swaps in a yield-safe pcall;
 -- never cache it in a local). User code is never called from inside an
--- iterator function, a metamethod, a table.sort comparator or a gsub callback.
+-- iterator function, a metamethod, a table.sort comparator or a gsub callback,
+-- with one exception: a spy's __call calls the spied function. gopher-lua
+-- runs a __call metamethod as a plain Lua call, so that function may block
+-- too (cmd/shield/testdata/specs/doubles_spec.lua, "blocking").
 
 local M = {}
 
@@ -572,6 +585,42 @@ defs.matches = {
 }
 defs.match = defs.matches
 
+---------------------------------------------------------------------------
+-- failures vs errors
+---------------------------------------------------------------------------
+-- busted counts an assertion that does not hold as a failure and any other
+-- error as an error. Assertions raise plain strings (so pcall and has_error
+-- see what luassert users expect) and note the text here first; a test's
+-- error is a failure when its message, without the "file:line: " prefix,
+-- is one of the noted texts. Reset for each test.
+local failure_texts = {}
+
+local function record_failure(text)
+  if type(text) == "string" then
+    failure_texts[text] = true
+  end
+end
+
+local function reset_failures()
+  failure_texts = {}
+end
+
+local function is_failure(err)
+  local msg = err
+  if type(err) == "table" then
+    msg = rawget(err, "message")
+  end
+  if type(msg) ~= "string" then
+    return false
+  end
+  if failure_texts[msg] then
+    return true
+  end
+  return failure_texts[(sgsub(msg, "^[^\n]-:%d+: ", "", 1))] == true
+end
+
+M.record_failure = record_failure
+
 local function build(def, neg)
   local nargs, check = def.nargs, def.check
   return function(...)
@@ -583,6 +632,7 @@ local function build(def, neg)
       if msg ~= nil then
         text = tostring(msg) .. ": " .. text
       end
+      record_failure(text)
       error(text, CALLER_LEVEL) -- position: the line that called the assertion
     end
   end
@@ -665,6 +715,7 @@ setmetatable(assert_tbl, {
       if type(msg) == "number" then
         msg = tostring(msg)
       end
+      record_failure(msg)
       error(msg, CALLER_LEVEL)
     end
     return ...
@@ -672,6 +723,22 @@ setmetatable(assert_tbl, {
 })
 
 M.assert = assert_tbl
+
+---------------------------------------------------------------------------
+-- test doubles (spy, stub, mock, match: lua/shield/spec_doubles.lua,
+-- prepended to this file by the embedding as make_doubles)
+---------------------------------------------------------------------------
+
+local doubles
+if make_doubles then
+  doubles = make_doubles({
+    assert = assert_tbl,
+    same = deep_same,
+    serialize = serialize,
+    record_failure = record_failure,
+    level = CALLER_LEVEL,
+  })
+end
 
 ---------------------------------------------------------------------------
 -- registry
@@ -707,40 +774,103 @@ local function check_registration(what, fn, level)
   end
 end
 
+-- "file:line" of the code that called a registration function (it,
+-- describe, pending), for --list and the JSON output.
+local function where(level)
+  local info = debug and debug.getinfo and debug.getinfo(level + 1, "Sl")
+  if not info or type(info.source) ~= "string" or not info.currentline or info.currentline < 0 then
+    return nil
+  end
+  local src = info.source
+  if ssub(src, 1, 1) == "@" then
+    src = ssub(src, 2)
+  end
+  return src .. ":" .. info.currentline
+end
+
 local function add_child(entry)
   local children = state.current.children
   children[#children + 1] = entry
 end
 
-local function describe(name, fn)
-  check_registration("describe", fn, CALLER_LEVEL + 1)
-  local parent = state.current
-  local block = new_block(tostring(name), parent)
-  add_child({ kind = "describe", block = block })
-  state.current = block
-  local ok, err = pcall(fn) -- global pcall, looked up now
-  state.current = parent
-  if not ok then
-    -- reported as a failure of the describe block when the file is run
-    block.children[#block.children + 1] = { kind = "error", err = err }
+-- insulate blocks restore _G and package.loaded when they end (busted's
+-- insulate); a snapshot is a shallow copy of both.
+local function snapshot()
+  local g, l = {}, {}
+  for k, v in pairs(_G) do
+    g[k] = v
+  end
+  for k, v in pairs(package.loaded) do
+    l[k] = v
+  end
+  return { g = g, l = l }
+end
+
+local function restore_table(t, saved)
+  local extra = {}
+  for k in pairs(t) do
+    if saved[k] == nil then
+      extra[#extra + 1] = k
+    end
+  end
+  for i = 1, #extra do
+    rawset(t, extra[i], nil)
+  end
+  for k, v in pairs(saved) do
+    if rawget(t, k) ~= v then
+      rawset(t, k, v)
+    end
   end
 end
+
+local function restore(snap)
+  restore_table(_G, snap.g)
+  restore_table(package.loaded, snap.l)
+end
+
+local function block_fn(kind)
+  return function(name, fn)
+    check_registration(kind, fn, CALLER_LEVEL + 1)
+    local parent = state.current
+    local block = new_block(tostring(name), parent)
+    block.insulate = kind == "insulate"
+    add_child({ kind = "describe", block = block, pos = where(2) })
+    state.current = block
+    local snap = block.insulate and snapshot()
+    local ok, err = pcall(fn) -- global pcall, looked up now
+    if snap then
+      restore(snap)
+    end
+    state.current = parent
+    if not ok then
+      -- reported as an error of the describe block when the file is run
+      block.children[#block.children + 1] = { kind = "error", err = err }
+    end
+  end
+end
+
+local describe = block_fn("describe")
+local insulate = block_fn("insulate")
+-- expose: busted's way to let a block's globals outlive it. Blocks other
+-- than insulate ones never undo globals here, so expose is describe (each
+-- file still runs in a Lua state of its own).
+local expose = block_fn("expose")
 
 local function pending(name, fn)
   if state.in_user_code then
     -- pending() inside a running test: abort it and report it as pending
     error(setmetatable({ reason = name }, PENDING_MT), 0)
   end
-  add_child({ kind = "pending", name = tostring(name) })
+  add_child({ kind = "pending", name = tostring(name), pos = where(2) })
 end
 
 local function it(name, fn)
   if fn == nil and not state.in_user_code then
-    add_child({ kind = "pending", name = tostring(name) })
+    add_child({ kind = "pending", name = tostring(name), pos = where(2) })
     return
   end
   check_registration("it", fn, CALLER_LEVEL + 1)
-  add_child({ kind = "it", name = tostring(name), fn = fn })
+  add_child({ kind = "it", name = tostring(name), fn = fn, pos = where(2) })
 end
 
 local function hook(kind)
@@ -754,7 +884,23 @@ end
 local before_each, after_each = hook("before_each"), hook("after_each")
 local setup, teardown = hook("setup"), hook("teardown")
 
+-- finally(fn): inside a running test (or its before_each), fn runs once the
+-- test body is over, before after_each, whether the body failed or not.
+-- busted keeps only the last one given; every one given runs here, the last
+-- given first.
+local function finally(fn)
+  if not state.in_user_code or not state.finally then
+    error("finally() can only be called while a test is running", CALLER_LEVEL)
+  end
+  if not is_callable(fn) then
+    error("finally(): function expected, got " .. type(fn), CALLER_LEVEL)
+  end
+  local list = state.finally
+  list[#list + 1] = fn
+end
+
 M.describe, M.it, M.pending = describe, it, pending
+M.insulate, M.expose, M.finally = insulate, expose, finally
 M.before_each, M.after_each, M.setup, M.teardown = before_each, after_each, setup, teardown
 
 function M.install(env)
@@ -763,8 +909,11 @@ function M.install(env)
   end
   env.describe = describe
   env.context = describe
+  env.insulate = insulate
+  env.expose = expose
   env.it = it
   env.pending = pending
+  env.finally = finally
   env.before_each = before_each
   env.after_each = after_each
   env.setup = setup
@@ -774,6 +923,12 @@ function M.install(env)
   env.strict_setup = setup
   env.strict_teardown = teardown
   env.assert = assert_tbl
+  if doubles then
+    env.spy = doubles.spy
+    env.stub = doubles.stub
+    env.mock = doubles.mock
+    env.match = doubles.match
+  end
   return env
 end
 
@@ -785,17 +940,18 @@ local INDENT = "    "
 
 -- Calls user code through the global pcall (looked up at call time, the host
 -- may have replaced it with a yield-safe version). Plain call, no iterator or
--- metamethod in between, so test bodies may yield.
+-- metamethod in between, so test bodies may yield. Returns ok, err and, when
+-- the host gives one, the traceback of an error value that carries none.
 local function call_user(fn, name)
   state.in_user_code = true
-  local ok, err
+  local ok, err, tb
   if state.call then
-    ok, err = state.call(fn, name)
+    ok, err, tb = state.call(fn, name)
   else
     ok, err = pcall(fn)
   end
   state.in_user_code = false
-  return ok, err
+  return ok, err, tb
 end
 
 local function join(names, last)
@@ -825,34 +981,80 @@ local function write_indented(ctx, text)
   end
 end
 
-local function told(ctx, kind, name, text)
+local function told(ctx, kind, name, text, pos)
   if ctx.report then
-    ctx.report(kind, name, text)
+    ctx.report(kind, name, text, pos)
   end
 end
 
-local function report_ok(ctx, name)
+local function report_ok(ctx, name, pos)
   ctx.passed = ctx.passed + 1
   ctx.write("ok - " .. name)
-  told(ctx, "ok", name)
+  told(ctx, "ok", name, nil, pos)
 end
 
-local function report_pending(ctx, name, reason)
+local function report_pending(ctx, name, reason, pos)
   ctx.skipped = ctx.skipped + 1
   ctx.write("PENDING - " .. name)
   if reason ~= nil and reason ~= "" then
     write_indented(ctx, tostring(reason))
   end
-  told(ctx, "pending", name, reason ~= nil and tostring(reason) or nil)
+  told(ctx, "pending", name, reason ~= nil and tostring(reason) or nil, pos)
 end
 
--- errs: list of { phase, err }; phase is nil for the test body itself
-local function report_fail(ctx, name, errs)
-  ctx.failed = ctx.failed + 1
+-- The first "file:line" of a traceback that is the user's (not the
+-- runtime's embedded code, not a Go function).
+local function traceback_position(tb)
+  if type(tb) ~= "string" then
+    return nil
+  end
+  local pos = 1
+  while pos <= #tb do
+    local nl = sfind(tb, "\n", pos, true) or (#tb + 1)
+    local line = ssub(tb, pos, nl - 1)
+    local _, _, where_ = sfind(line, "^%s*([^%s<%[%(][^\n]-:%d+):")
+    if where_ then
+      return where_
+    end
+    pos = nl + 1
+  end
+  return nil
+end
+
+-- message and traceback of an error, the message always starting with a
+-- position: one an error value lacks (error({code = 42}), error("x", 0))
+-- is taken from its traceback.
+local function describe_error(err, tb)
+  local msg, own_tb = error_parts(err)
+  tb = own_tb or tb
+  if not sfind(msg, "^[^%s(][^%s(]-:%d+: ") then
+    local pos = traceback_position(tb)
+    if pos then
+      msg = pos .. ": " .. msg
+    end
+  end
+  return msg, tb
+end
+
+-- errs: list of { phase, err, traceback }; phase is nil for the test body.
+-- A test whose every error is an assertion that did not hold failed; any
+-- other error makes it an error (busted's failure / error).
+local function report_fail(ctx, name, errs, pos)
+  local kind = "fail"
+  for i = 1, #errs do
+    if not is_failure(errs[i][2]) then
+      kind = "error"
+    end
+  end
+  if kind == "fail" then
+    ctx.failed = ctx.failed + 1
+  else
+    ctx.errors = ctx.errors + 1
+  end
   local parts = {}
   for i = 1, #errs do
     local phase, err = errs[i][1], errs[i][2]
-    local msg, tb = error_parts(err)
+    local msg, tb = describe_error(err, errs[i][3])
     if phase then
       msg = phase .. ": " .. msg
     end
@@ -862,46 +1064,149 @@ local function report_fail(ctx, name, errs)
     end
   end
   local text = tconcat(parts, "\n")
-  told(ctx, "fail", name, text)
-  ctx.write("FAIL - " .. name)
+  told(ctx, kind, name, text, pos)
+  ctx.write((kind == "fail" and "FAIL - " or "ERROR - ") .. name)
   for i = 1, #parts do
     write_indented(ctx, parts[i])
   end
 end
 
-local function count_runnable(block)
-  local n = 0
+-- busted's tags: "#word" in a test's full name (its describes' names
+-- included). A tag matches "#tag" followed by anything but a word
+-- character, so --tags=slow does not pick "#slower".
+local function has_tag(name, tag)
+  local init = 1
+  while true do
+    local s, e = sfind(name, "#" .. tag, init, true)
+    if not s then
+      return false
+    end
+    local nextc = ssub(name, e + 1, e + 1)
+    if nextc == "" or not sfind(nextc, "^[%w_%-]") then
+      return true
+    end
+    init = e + 1
+  end
+end
+
+local function any_match(list, name, fn)
+  for i = 1, #list do
+    if fn(name, list[i]) then
+      return true
+    end
+  end
+  return false
+end
+
+local function pattern_find(name, pattern)
+  return sfind(name, pattern) ~= nil
+end
+
+-- busted's selection: --filter (any pattern matches the full name),
+-- --filter-out (none does; wins over --filter), --tags (any tag present),
+-- --exclude-tags (none present; wins over --tags).
+local function selected(ctx, fullname)
+  local sel = ctx.select
+  if #sel.filter_out > 0 and any_match(sel.filter_out, fullname, pattern_find) then
+    return false
+  end
+  if #sel.exclude_tags > 0 and any_match(sel.exclude_tags, fullname, has_tag) then
+    return false
+  end
+  if #sel.filter > 0 and not any_match(sel.filter, fullname, pattern_find) then
+    return false
+  end
+  if #sel.tags > 0 and not any_match(sel.tags, fullname, has_tag) then
+    return false
+  end
+  return true
+end
+
+-- a describe block is skipped whole when its own full name is filtered out
+-- or carries an excluded tag (busted applies those two to describe too)
+local function block_excluded(ctx, fullname)
+  local sel = ctx.select
+  return (#sel.filter_out > 0 and any_match(sel.filter_out, fullname, pattern_find))
+    or (#sel.exclude_tags > 0 and any_match(sel.exclude_tags, fullname, has_tag))
+end
+
+local function sub_names(names, name)
+  local sub = {}
+  for j = 1, #names do
+    sub[j] = names[j]
+  end
+  sub[#sub + 1] = name
+  return sub
+end
+
+-- the children a run visits: selected tests, blocks not excluded, in
+-- registration order or shuffled (--shuffle)
+local function visible(ctx, block, names)
+  local out = {}
   local children = block.children
+  for i = 1, #children do
+    local c = children[i]
+    if c.kind == "it" or c.kind == "pending" then
+      if selected(ctx, join(names, c.name)) then
+        out[#out + 1] = c
+      end
+    elseif c.kind == "describe" then
+      if not block_excluded(ctx, join(names, c.block.name)) then
+        out[#out + 1] = c
+      end
+    else
+      out[#out + 1] = c
+    end
+  end
+  if ctx.rand then
+    for i = #out, 2, -1 do
+      local j = ctx.rand(i)
+      out[i], out[j] = out[j], out[i]
+    end
+  end
+  return out
+end
+
+local function count_runnable(ctx, block, names)
+  local n = 0
+  local children = visible(ctx, block, names)
   for i = 1, #children do
     local c = children[i]
     if c.kind == "it" then
       n = n + 1
     elseif c.kind == "describe" then
-      n = n + count_runnable(c.block)
+      n = n + count_runnable(ctx, c.block, sub_names(names, c.block.name))
     end
   end
   return n
 end
 
 -- setup of an enclosing block failed: every test below is failed unrun
-local function fail_block(ctx, block, names, phase, err)
-  local children = block.children
+local function fail_block(ctx, block, names, phase, err, tb)
+  local children = visible(ctx, block, names)
   for i = 1, #children do
     local c = children[i]
     if c.kind == "it" then
-      report_fail(ctx, join(names, c.name), { { phase, err } })
+      report_fail(ctx, join(names, c.name), { { phase, err, tb } }, c.pos)
     elseif c.kind == "pending" then
-      report_pending(ctx, join(names, c.name))
+      report_pending(ctx, join(names, c.name), nil, c.pos)
     elseif c.kind == "error" then
       report_fail(ctx, join(names), { { "describe", c.err } })
     elseif c.kind == "describe" then
-      local sub = {}
-      for j = 1, #names do
-        sub[j] = names[j]
-      end
-      sub[#sub + 1] = c.block.name
-      fail_block(ctx, c.block, sub, phase, err)
+      fail_block(ctx, c.block, sub_names(names, c.block.name), phase, err, tb)
     end
+  end
+end
+
+local function scope_begin()
+  if doubles then
+    return doubles.scope_begin()
+  end
+end
+
+local function scope_end(mark)
+  if doubles then
+    doubles.scope_end(mark)
   end
 end
 
@@ -909,51 +1214,71 @@ local function run_test(ctx, test, names, befores, afters)
   local name = join(names, test.name)
   local errs = {}
   local pending_reason, is_pend = nil, false
+  reset_failures()
+  local mark = scope_begin() -- spies and stubs made by the test are reverted
+  state.finally = {}
   for i = 1, #befores do
-    local ok, err = call_user(befores[i], name .. " (before_each)")
+    local ok, err, tb = call_user(befores[i], name .. " (before_each)")
     if not ok then
       if is_pending(err) then
         is_pend, pending_reason = true, err.reason
       else
-        errs[#errs + 1] = { "before_each", err }
+        errs[#errs + 1] = { "before_each", err, tb }
       end
       break
     end
   end
   if #errs == 0 and not is_pend then
-    local ok, err = call_user(test.fn, name)
+    local ok, err, tb = call_user(test.fn, name)
     if not ok then
       if is_pending(err) then
         is_pend, pending_reason = true, err.reason
       else
-        errs[#errs + 1] = { nil, err }
+        errs[#errs + 1] = { nil, err, tb }
       end
+    end
+  end
+  local finals = state.finally
+  state.finally = nil
+  for i = #finals, 1, -1 do
+    local ok, err, tb = call_user(finals[i], name .. " (finally)")
+    if not ok then
+      errs[#errs + 1] = { "finally", err, tb }
     end
   end
   -- after_each always runs, even when before_each or the body failed
   for i = 1, #afters do
-    local ok, err = call_user(afters[i], name .. " (after_each)")
+    local ok, err, tb = call_user(afters[i], name .. " (after_each)")
     if not ok then
-      errs[#errs + 1] = { "after_each", err }
+      errs[#errs + 1] = { "after_each", err, tb }
     end
   end
+  scope_end(mark)
   if #errs > 0 then
-    report_fail(ctx, name, errs)
+    report_fail(ctx, name, errs, test.pos)
   elseif is_pend then
-    report_pending(ctx, name, pending_reason)
+    report_pending(ctx, name, pending_reason, test.pos)
   else
-    report_ok(ctx, name)
+    report_ok(ctx, name, test.pos)
+  end
+end
+
+-- --list: the selected tests' positions and names, nothing run
+local function list_block(ctx, block, names)
+  local children = visible(ctx, block, names)
+  for i = 1, #children do
+    local c = children[i]
+    if c.kind == "it" or c.kind == "pending" then
+      told(ctx, "list", join(names, c.name), nil, c.pos)
+    elseif c.kind == "describe" then
+      list_block(ctx, c.block, sub_names(names, c.block.name))
+    end
   end
 end
 
 local function run_block(ctx, block, names, befores, afters)
   if block.name ~= nil then
-    local sub = {}
-    for i = 1, #names do
-      sub[i] = names[i]
-    end
-    sub[#sub + 1] = block.name
-    names = sub
+    names = sub_names(names, block.name)
   end
   -- before_each: outer first; after_each: inner first (registration order
   -- within one block)
@@ -971,23 +1296,26 @@ local function run_block(ctx, block, names, befores, afters)
     my_afters[#my_afters + 1] = afters[i]
   end
 
+  local snap = block.insulate and snapshot()
+  local mark = scope_begin() -- doubles made in setup live until teardown
   -- setup/teardown only run for blocks that contain tests to run
-  local runnable = count_runnable(block) > 0
-  local setup_err, setup_failed = nil, false
+  local runnable = count_runnable(ctx, block, names) > 0
+  local setup_err, setup_tb, setup_failed = nil, nil, false
   if runnable then
     for i = 1, #block.setup do
-      local ok, err = call_user(block.setup[i], join(names, "(setup)"))
+      reset_failures()
+      local ok, err, tb = call_user(block.setup[i], join(names, "(setup)"))
       if not ok then
-        setup_err, setup_failed = err, true
+        setup_err, setup_tb, setup_failed = err, tb, true
         break
       end
     end
   end
 
   if setup_failed then
-    fail_block(ctx, block, names, "setup", setup_err)
+    fail_block(ctx, block, names, "setup", setup_err, setup_tb)
   else
-    local children = block.children
+    local children = visible(ctx, block, names)
     for i = 1, #children do
       local c = children[i]
       if c.kind == "describe" then
@@ -995,7 +1323,7 @@ local function run_block(ctx, block, names, befores, afters)
       elseif c.kind == "it" then
         run_test(ctx, c, names, my_befores, my_afters)
       elseif c.kind == "pending" then
-        report_pending(ctx, join(names, c.name))
+        report_pending(ctx, join(names, c.name), nil, c.pos)
       elseif c.kind == "error" then
         report_fail(ctx, join(names), { { "describe", c.err } })
       end
@@ -1005,17 +1333,31 @@ local function run_block(ctx, block, names, befores, afters)
   if runnable then
     -- teardown runs even after a failed setup, to undo a partial setup
     for i = 1, #block.teardown do
-      local ok, err = call_user(block.teardown[i], join(names, "(teardown)"))
+      reset_failures()
+      local ok, err, tb = call_user(block.teardown[i], join(names, "(teardown)"))
       if not ok then
-        report_fail(ctx, join(names, "(teardown)"), { { "teardown", err } })
+        report_fail(ctx, join(names, "(teardown)"), { { "teardown", err, tb } })
       end
     end
   end
+  scope_end(mark)
+  if snap then
+    restore(snap)
+  end
+end
+
+local function list_of(v)
+  if v == nil then
+    return {}
+  elseif type(v) == "string" then
+    return { v }
+  end
+  return v
 end
 
 -- Runs every registered test, writes the report through write(line) and
--- returns passed, failed, skipped. The registry is reset first, so tests
--- registered from here on belong to the next run.
+-- returns passed, failed, skipped, errors. The registry is reset first, so
+-- tests registered from here on belong to the next run.
 function M.run(write, opts)
   if write == nil then
     write = print
@@ -1024,17 +1366,32 @@ function M.run(write, opts)
   local root = state.root
   M.reset()
   state.call = opts.call
-  local ctx = { write = write, report = opts.report, passed = 0, failed = 0, skipped = 0 }
+  local ctx = {
+    write = write, report = opts.report, rand = opts.rand,
+    passed = 0, failed = 0, skipped = 0, errors = 0,
+    select = {
+      filter = list_of(opts.filter), filter_out = list_of(opts.filter_out),
+      tags = list_of(opts.tags), exclude_tags = list_of(opts.exclude_tags),
+    },
+  }
+  if opts.list then
+    list_block(ctx, root, {})
+    state.call = nil
+    return 0, 0, 0, 0
+  end
   run_block(ctx, root, {}, {}, {})
   state.call = nil
   if opts.summary ~= false then
     local summary = ctx.passed .. " passed, " .. ctx.failed .. " failed"
+    if ctx.errors > 0 then
+      summary = summary .. ", " .. ctx.errors .. (ctx.errors == 1 and " error" or " errors")
+    end
     if ctx.skipped > 0 then
       summary = summary .. ", " .. ctx.skipped .. " skipped"
     end
     write(summary)
   end
-  return ctx.passed, ctx.failed, ctx.skipped
+  return ctx.passed, ctx.failed, ctx.skipped, ctx.errors
 end
 
 return M

@@ -1,0 +1,1 @@
+-- Not a spec: --pattern selects files by name.
