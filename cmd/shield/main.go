@@ -7,7 +7,7 @@
 // shield_global.
 //
 //	shield run  [--config F] [-e CODE | script.lua | -] [args...]
-//	shield test [--config F] [--timeout 10s] [--output human|tap|junit] [paths...]   (default: testdata/lua)
+//	shield test [--config F] [-o human|tap|junit|json] [busted's flags] [paths...]   (default: spec/, else testdata/lua)
 //	shield repl [--config F]
 //	shield version
 //	shield help [COMMAND]
