@@ -36,6 +36,7 @@ func init() {
 			"run a script; stays up while it has subscriptions or scheduled work", cmdRun},
 		{"test", "[--config FILE] [--timeout 10s] [--output human|tap|junit] [paths...]",
 			"run *_spec.lua files (default testdata/lua); --timeout bounds each test", cmdTest},
+		{"config", "check [FILE]", "validate FILE (or the defaults) with the SHIELD_* environment; print the effective config, secrets masked", cmdConfig},
 	}
 }
 
