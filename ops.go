@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shieldrt/shieldglobal/bindings"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
+	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/ops"
 )
 
@@ -122,7 +124,8 @@ func (m *Module) opsState(ctx context.Context) (ops.State, error) {
 
 // startOps starts the ops HTTP endpoint (ops.enabled).
 func (m *Module) startOps() error {
-	srv, err := ops.Listen(m.cfg.Ops, ops.Sources{State: m.opsState, Scheduler: m.opsScheduler, Gatherer: m.metrics.Gatherer()}, m.log)
+	srv, err := ops.Listen(m.cfg.Ops, ops.Sources{State: m.opsState, Scheduler: m.opsScheduler, Gatherer: m.metrics.Gatherer(),
+		Live: m.live, Ready: m.ready}, m.log)
 	if err != nil {
 		return fmt.Errorf("shield: %w", err)
 	}
@@ -161,4 +164,60 @@ func (m *Module) opsScheduler(ctx context.Context) (ops.Scheduler, error) {
 		rep.Tasks = append(rep.Tasks, t)
 	}
 	return rep, nil
+}
+
+// wedgedAfter is how long a runtime's loop may stay inside one resume (a
+// task that does not yield, a Go function that does not return) before
+// GET /healthz reports the process as failing. Tests shorten it.
+var wedgedAfter = 10 * time.Second
+
+// live is GET /healthz: the module is open and no runtime's loop is
+// wedged (see wedgedAfter). It reads flags only, no I/O.
+func (m *Module) live(context.Context) error {
+	if m.closed.Load() {
+		return ErrModuleClosed
+	}
+	m.hostMu.Lock()
+	n, wedged := len(m.runtimes), 0
+	for _, rt := range m.runtimes {
+		if !rt.Responsive(wedgedAfter) {
+			wedged++
+		}
+	}
+	m.hostMu.Unlock()
+	if wedged > 0 {
+		return fmt.Errorf("%d of %d runtime loops have been inside one task for more than %v (a task that does not yield, or a Go function that does not return)", wedged, n, wedgedAfter)
+	}
+	return nil
+}
+
+// ready is GET /readyz: the backend answers a PING (on a Cluster, every
+// master does) within ctx. The memory backend is always ready.
+func (m *Module) ready(ctx context.Context) error {
+	if m.closed.Load() {
+		return ErrModuleClosed
+	}
+	if m.client == nil {
+		return nil
+	}
+	var err error
+	if cc, ok := m.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			if err := c.Ping(ctx).Err(); err != nil {
+				return fmt.Errorf("master %s: %w", c.Options().Addr, err)
+			}
+			return nil
+		})
+	} else {
+		err = m.client.Ping(ctx).Err()
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		// go-redis retries a refused dial until the deadline: down,
+		// frozen and cut off all end here.
+		return fmt.Errorf("redis at %s did not answer in time (down, frozen or unreachable): %w", store.Describe(m.cfg.Global.Redis), err)
+	}
+	return fmt.Errorf("redis at %s: %w", store.Describe(m.cfg.Global.Redis), err)
 }

@@ -3,6 +3,8 @@
 //	GET /ops/global     the spec's JSON: local cache, locks, ranks, queues, rate limiters
 //	GET /ops/scheduler  the spec's JSON: every scheduled task
 //	GET /metrics        Prometheus text exposition
+//	GET /healthz        liveness: the process and its loops (health.go)
+//	GET /readyz         readiness: the backend answers, within a second
 //
 // It listens on loopback by default (ops.listen) and, with ops.token set,
 // answers only requests carrying "Authorization: Bearer <token>": anything
@@ -106,6 +108,10 @@ type Sources struct {
 	Scheduler func(ctx context.Context) (Scheduler, error)
 	// Gatherer is what /metrics exposes (Metrics.Registry).
 	Gatherer prometheus.Gatherer
+	// Live is GET /healthz: nil when the process and its loops are alive.
+	// Ready is GET /readyz: nil when the backend answers (given at most
+	// ReadyTimeout). A nil function always passes.
+	Live, Ready func(ctx context.Context) error
 }
 
 // Server is a running ops endpoint.
@@ -161,8 +167,18 @@ func Listen(cfg config.Ops, src Sources, log *slog.Logger) (*Server, error) {
 		// exposes the rest; the error is logged.
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
+	// The probes answer without the token unless ops.health_auth says
+	// otherwise (see health.go).
+	root := http.NewServeMux()
+	root.Handle("/", authorized(cfg.Token, mux))
+	health := root
+	if cfg.HealthAuth {
+		health = mux
+	}
+	health.HandleFunc("GET /healthz", healthHandler("liveness", ReadyTimeout, src.Live))
+	health.HandleFunc("GET /readyz", healthHandler("backend", ReadyTimeout, src.Ready))
 	s := &Server{ln: ln, log: log, srv: &http.Server{
-		Handler:           authorized(cfg.Token, mux),
+		Handler:           root,
 		ReadHeaderTimeout: 5 * time.Second,
 	}}
 	go func() {
