@@ -79,8 +79,9 @@ type Scheduler struct {
 	Tasks []Task `json:"tasks"`
 }
 
-// Task is one scheduled task. NextRun and LastRun are RFC 3339 in UTC, null
-// when there is none (not yet run; a paused task's next run).
+// Task is one scheduled task: the spec's fields, then the failure
+// counters. NextRun and LastRun are RFC 3339 in UTC, null when there is
+// none (not yet run; a paused task's next run).
 type Task struct {
 	Name        string  `json:"name"`
 	Schedule    string  `json:"schedule"`
@@ -89,7 +90,18 @@ type Task struct {
 	LastRun     *string `json:"last_run"`
 	RunCount    int64   `json:"run_count"`
 	Distributed bool    `json:"distributed"`
+	// Beyond the spec: firings whose last attempt failed, the latest
+	// failure's error (null if none), firings missed and skipped.
+	Failures  int64   `json:"failures"`
+	LastError *string `json:"last_error"`
+	Missed    int64   `json:"missed"`
+	Skipped   int64   `json:"skipped"`
 }
+
+// StatusFailing is the status /ops/scheduler shows for an active task whose
+// latest run failed (the scheduler's "error", or an attempt that failed
+// with its retries still to come).
+const StatusFailing = "failing"
 
 // Timestamp formats a Unix-ms time for NextRun/LastRun; 0 is null.
 func Timestamp(ms int64) *string {
