@@ -88,8 +88,8 @@ func fieldByPath(c *Config, path string) reflect.Value {
 // key paths it set, each with the variable that set it (so validation
 // errors can name it), and the variables it could not use: values of the
 // wrong type, an alias that disagrees with its derived variable, and (when
-// environ lists the environment) SHIELD_<SECTION>_... variables that name no
-// key.
+// environ lists the environment) misspelt SHIELD_<SECTION>_... variables
+// (see unknownEnv).
 func (c *Config) applyEnv(getenv func(string) string, environ []string) (map[string]string, []error) {
 	from := map[string]string{}
 	var errs []error
@@ -179,9 +179,10 @@ func setFromEnv(v reflect.Value, raw string) string {
 }
 
 // unknownEnv reports SHIELD_<SECTION>_... variables of environ that name no
-// key (a misspelt key in a variable is as much an error as in the file).
-// Variables outside the sections (SHIELD_TEST_REDIS_URL, ...) are not ours
-// to judge.
+// key but are within two edits of a key's variable: a misspelt key in a
+// variable is as much an error as in the file. Variables further from every
+// key, and those outside the sections (SHIELD_TEST_REDIS_URL, ...), are not
+// ours to judge.
 func unknownEnv(environ []string, vars []EnvVar) []error {
 	known := map[string]bool{}
 	var sections []string
@@ -204,14 +205,16 @@ func unknownEnv(environ []string, vars []EnvVar) []error {
 			continue
 		}
 		for _, s := range sections {
-			if strings.HasPrefix(name, s) {
-				msg := "environment variable " + name + " names no config key"
-				if sug := suggest(strings.ToLower(name), names); sug != "" {
-					msg += fmt.Sprintf("; did you mean %s?", strings.ToUpper(sug))
-				}
-				errs = append(errs, &Error{Msg: msg})
-				break
+			if !strings.HasPrefix(name, s) {
+				continue
 			}
+			// Only a near miss is ours to reject: other tools have their
+			// variables under these prefixes too (SHIELD_SCHEDULER_READY_FD
+			// of `shield scheduler start`).
+			if sug := suggest(strings.ToLower(name), names); sug != "" {
+				errs = append(errs, &Error{Msg: fmt.Sprintf("environment variable %s names no config key; did you mean %s?", name, strings.ToUpper(sug))})
+			}
+			break
 		}
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })

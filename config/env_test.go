@@ -138,7 +138,8 @@ func environOf(kv ...string) []string {
 func TestEnvSettings(t *testing.T) {
 	kv := []string{"SHIELD_OPS_ENABLED", "true", "SHIELD_OPS_LISTEN", "0.0.0.0:9190",
 		"SHIELD_QUEUE_DEFAULTS_MAX_LENGTH", "500", "SHIELD_GLOBAL_REDIS_ADDRS", "10.0.0.1:7000,10.0.0.2:7000",
-		"SHIELD_GLOBAL_REDIS_CLUSTER", "true", "SHIELD_TEST_REDIS_URL", "ignored"}
+		"SHIELD_GLOBAL_REDIS_CLUSTER", "true", "SHIELD_TEST_REDIS_URL", "ignored",
+		"SHIELD_SCHEDULER_READY_FD", "3"} // another tool's, far from every key
 	cfg, err := parseEnv([]byte("ops:\n  listen: 127.0.0.1:1\nqueue:\n  defaults:\n    max_length: 7\n"), "c.yaml", envOf(kv...), environOf(kv...))
 	if err != nil {
 		t.Fatal(err)

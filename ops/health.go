@@ -22,6 +22,17 @@ type Health struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// mountHealth registers GET /healthz and /readyz on open (no token), or on
+// authed (behind the token) with ops.health_auth.
+func mountHealth(open, authed *http.ServeMux, auth bool, src Sources) {
+	mux := open
+	if auth {
+		mux = authed
+	}
+	mux.HandleFunc("GET /healthz", healthHandler("liveness", ReadyTimeout, src.Live))
+	mux.HandleFunc("GET /readyz", healthHandler("backend", ReadyTimeout, src.Ready))
+}
+
 // healthHandler answers 200 {"status":"ok"} when check returns nil within
 // timeout, else 503 with the reason. check runs on its own goroutine with a
 // context of its own (the request's, cut to timeout), and the answer does

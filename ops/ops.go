@@ -179,18 +179,11 @@ func Listen(cfg config.Ops, src Sources, log *slog.Logger) (*Server, error) {
 		// exposes the rest; the error is logged.
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
-	// The probes answer without the token unless ops.health_auth says
-	// otherwise (see health.go).
-	root := http.NewServeMux()
-	root.Handle("/", authorized(cfg.Token, mux))
-	health := root
-	if cfg.HealthAuth {
-		health = mux
-	}
-	health.HandleFunc("GET /healthz", healthHandler("liveness", ReadyTimeout, src.Live))
-	health.HandleFunc("GET /readyz", healthHandler("backend", ReadyTimeout, src.Ready))
+	open := http.NewServeMux()
+	mountHealth(open, mux, cfg.HealthAuth, src)
+	open.Handle("/", authorized(cfg.Token, mux))
 	s := &Server{ln: ln, log: log, srv: &http.Server{
-		Handler:           root,
+		Handler:           open,
 		ReadHeaderTimeout: 5 * time.Second,
 	}}
 	go func() {
