@@ -150,6 +150,7 @@ type Module struct {
 	schedCancel  context.CancelFunc
 	ops          *ops.Server  // nil unless ops.enabled
 	metrics      *ops.Metrics // nil when global.enabled is false (ops.go)
+	failing      sync.Map     // task name -> true: its latest attempt here failed (ops.go)
 }
 
 // New builds the Module cfg describes. With global.enabled false it returns a

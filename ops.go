@@ -7,9 +7,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shieldrt/shieldglobal/bindings"
+	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
+	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/ops"
 )
 
@@ -19,9 +22,36 @@ import (
 // (ops.enabled). docs/ops.md lists every field and metric.
 
 // startMetrics builds the registry. Called before the capabilities start,
-// so that each can be handed its observers.
+// so that each can be handed its observers. The module's own Redis client
+// reports its round trips (a host's client handed in with WithRedisClient
+// is left alone: its other commands are not the module's).
 func (m *Module) startMetrics() {
-	m.metrics = ops.NewMetrics(m.opsState)
+	c := m.cfg.Ops.Metrics
+	m.metrics = ops.NewMetrics(m.opsState, ops.MetricsOptions{
+		LabelCap: c.LabelCap, IdleAfter: config.Millis(c.IdleAfter), Now: metricsNow, Tasks: m.taskNames})
+	if m.ownsClient && m.client != nil {
+		m.client.AddHook(m.metrics.RedisHook())
+	}
+}
+
+// metricsNow is the clock of ops.metrics.idle_after; tests move it.
+var metricsNow = time.Now
+
+// taskNames lists the scheduler's tasks, so that /metrics drops the series
+// of removed ones.
+func (m *Module) taskNames(ctx context.Context) ([]string, error) {
+	if m.sched == nil {
+		return nil, nil
+	}
+	infos, err := m.sched.List().Do(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(infos))
+	for i, info := range infos {
+		names[i] = info.Name
+	}
+	return names, nil
 }
 
 // Gatherer is the module's Prometheus registry (the shield_* metrics, not
@@ -35,7 +65,7 @@ func (m *Module) Gatherer() prometheus.Gatherer {
 	if m.metrics == nil {
 		return nil
 	}
-	return m.metrics.Registry
+	return m.metrics.Shield()
 }
 
 // observers are what a runtime tells the metrics.
@@ -45,16 +75,18 @@ func (m *Module) observers() bindings.Observers {
 	}
 	mt := m.metrics
 	return bindings.Observers{
-		OpFailed:   func(op string) { mt.RedisErrors.WithLabelValues(op).Inc() },
-		TaskFailed: mt.TaskErrors.Inc,
-		LoopLag:    func(d time.Duration) { mt.LoopLag.Observe(d.Seconds()) },
+		OpFailed:     mt.RedisOpFailed,
+		TaskFailed:   mt.TaskErrors.Inc,
+		LoopLag:      func(d time.Duration) { mt.LoopLag.Observe(d.Seconds()) },
+		QueueHandled: mt.QueueHandled,
 	}
 }
 
 // lockWaited observes an acquire that had to wait.
 func (m *Module) lockWaited(d time.Duration) { m.metrics.LockWait.Observe(d.Seconds()) }
 
-// schedEvent counts a scheduler event (on the Engine's goroutine).
+// schedEvent counts a scheduler event (on the Engine's goroutine), and
+// remembers whether each task's latest attempt failed (opsScheduler).
 func (m *Module) schedEvent(ev scheduler.Event) {
 	mt := m.metrics
 	if mt == nil {
@@ -67,13 +99,15 @@ func (m *Module) schedEvent(ev scheduler.Event) {
 			mt.TriggerLateness.Observe(max(time.Since(f.Scheduled), 0).Seconds())
 		}
 	case scheduler.EventAfter:
-		mt.SchedulerRuns.WithLabelValues(f.Task, "ok").Inc()
+		mt.TaskRun(f.Task, "ok", ev.Duration)
+		m.failing.Delete(f.Task)
 	case scheduler.EventFailed:
-		mt.SchedulerRuns.WithLabelValues(f.Task, "failed").Inc()
+		mt.TaskRun(f.Task, "failed", ev.Duration)
+		m.failing.Store(f.Task, true)
 	case scheduler.EventMissed:
-		mt.SchedulerMissed.WithLabelValues(f.Task).Add(float64(max(ev.Count, 1)))
+		mt.TaskMissed(f.Task, max(ev.Count, 1))
 	case scheduler.EventSkipped:
-		mt.SchedulerSkipped.WithLabelValues(f.Task).Inc()
+		mt.TaskSkipped(f.Task)
 	}
 }
 
@@ -122,7 +156,8 @@ func (m *Module) opsState(ctx context.Context) (ops.State, error) {
 
 // startOps starts the ops HTTP endpoint (ops.enabled).
 func (m *Module) startOps() error {
-	srv, err := ops.Listen(m.cfg.Ops, ops.Sources{State: m.opsState, Scheduler: m.opsScheduler, Gatherer: m.metrics.Gatherer()}, m.log)
+	srv, err := ops.Listen(m.cfg.Ops, ops.Sources{State: m.opsState, Scheduler: m.opsScheduler, Gatherer: m.metrics.Gatherer(),
+		Live: m.live, Ready: m.ready}, m.log)
 	if err != nil {
 		return fmt.Errorf("shield: %w", err)
 	}
@@ -150,8 +185,17 @@ func (m *Module) opsScheduler(ctx context.Context) (ops.Scheduler, error) {
 	if err != nil {
 		return rep, err
 	}
+	listed := make(map[string]bool, len(infos))
 	for _, i := range infos {
-		t := ops.Task{Name: i.Name, Schedule: i.Schedule, Status: string(i.Status), RunCount: i.RunCount, Distributed: i.Distributed}
+		listed[i.Name] = true
+		t := ops.Task{Name: i.Name, Schedule: i.Schedule, Status: string(i.Status), RunCount: i.RunCount, Distributed: i.Distributed,
+			Failures: i.Failed, Missed: i.Missed, Skipped: i.Skipped}
+		if _, failed := m.failing.Load(i.Name); i.Status == scheduler.StatusError || (failed && i.Status == scheduler.StatusActive) {
+			t.Status = ops.StatusFailing
+		}
+		if i.LastError != "" {
+			t.LastError = &i.LastError
+		}
 		if !i.NextRun.IsZero() {
 			t.NextRun = ops.Timestamp(i.NextRun.UnixMilli())
 		}
@@ -160,5 +204,67 @@ func (m *Module) opsScheduler(ctx context.Context) (ops.Scheduler, error) {
 		}
 		rep.Tasks = append(rep.Tasks, t)
 	}
+	m.failing.Range(func(k, _ any) bool { // forget removed tasks
+		if !listed[k.(string)] {
+			m.failing.Delete(k)
+		}
+		return true
+	})
 	return rep, nil
+}
+
+// wedgedAfter is how long a runtime's loop may stay inside one resume (a
+// task that does not yield, a Go function that does not return) before
+// GET /healthz reports the process as failing. Tests shorten it.
+var wedgedAfter = 10 * time.Second
+
+// live is GET /healthz: the module is open and no runtime's loop is
+// wedged (see wedgedAfter). It reads flags only, no I/O.
+func (m *Module) live(context.Context) error {
+	if m.closed.Load() {
+		return ErrModuleClosed
+	}
+	m.hostMu.Lock()
+	n, wedged := len(m.runtimes), 0
+	for _, rt := range m.runtimes {
+		if !rt.Responsive(wedgedAfter) {
+			wedged++
+		}
+	}
+	m.hostMu.Unlock()
+	if wedged > 0 {
+		return fmt.Errorf("%d of %d runtime loops have been inside one task for more than %v (a task that does not yield, or a Go function that does not return)", wedged, n, wedgedAfter)
+	}
+	return nil
+}
+
+// ready is GET /readyz: the backend answers a PING (on a Cluster, every
+// master does) within ctx. The memory backend is always ready.
+func (m *Module) ready(ctx context.Context) error {
+	if m.closed.Load() {
+		return ErrModuleClosed
+	}
+	if m.client == nil {
+		return nil
+	}
+	var err error
+	if cc, ok := m.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			if err := c.Ping(ctx).Err(); err != nil {
+				return fmt.Errorf("master %s: %w", c.Options().Addr, err)
+			}
+			return nil
+		})
+	} else {
+		err = m.client.Ping(ctx).Err()
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		// go-redis retries a refused dial until the deadline: down,
+		// frozen and cut off all end here.
+		return fmt.Errorf("redis at %s did not answer in time (down, frozen or unreachable): %w", store.Describe(m.cfg.Global.Redis), err)
+	}
+	return fmt.Errorf("redis at %s: %w", store.Describe(m.cfg.Global.Redis), err)
 }

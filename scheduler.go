@@ -86,7 +86,11 @@ func (m *Module) scheduleGo(name string, s scheduler.Schedule, o scheduler.Optio
 						done(fmt.Errorf("shield: task %q panicked: %v", f.Task, p))
 					}
 				}()
-				done(run(ctx, f))
+				err := run(ctx, f)
+				if err != nil && ctx.Err() == nil && m.metrics != nil {
+					m.metrics.TaskErrors.Inc() // a failed scheduled run, as the Lua ones count
+				}
+				done(err)
 			}()
 		}}).Do(ctx)
 }

@@ -80,7 +80,8 @@ func TestOpsSchedulerReport(t *testing.T) {
 					keys = append(keys, k)
 				}
 				sort.Strings(keys)
-				if want := []string{"distributed", "last_run", "name", "next_run", "run_count", "schedule", "status"}; !slices.Equal(keys, want) {
+				// The spec's fields, and the failure counters beside them.
+				if want := []string{"distributed", "failures", "last_error", "last_run", "missed", "name", "next_run", "run_count", "schedule", "skipped", "status"}; !slices.Equal(keys, want) {
 					t.Fatalf("fields %v, want %v", keys, want)
 				}
 			}

@@ -187,6 +187,7 @@ func (c *queueConsumer) handle(d *queue.Delivery, done func(error)) {
 func (c *queueConsumer) run(d *queue.Delivery, done func(error)) {
 	rt := c.o.b.rt
 	var t *Task
+	start := time.Now()
 	t = rt.Spawn(c.task, c.fn, []lua.LValue{decode(d.Body)}, func(err error) {
 		if t != nil { // nil: the task ended before Spawn returned
 			delete(c.tasks, t)
@@ -194,6 +195,9 @@ func (c *queueConsumer) run(d *queue.Delivery, done func(error)) {
 		if errors.Is(err, ErrClosed) || errors.Is(err, ErrInterrupted) {
 			c.unprocessed(d, done) // the runtime ended the handler, not the message
 			return
+		}
+		if f := rt.svc.Observe.QueueHandled; f != nil {
+			f(c.o.name, c.o.kind.String(), time.Since(start))
 		}
 		if err != nil {
 			rt.callbackFailed("queue consumer", c.o.name+"/"+c.label, err)

@@ -362,6 +362,9 @@ func (a *attempt) end(err error) {
 		return
 	}
 	rt.callbackErrs.Add(1)
+	if f := rt.svc.Observe.TaskFailed; f != nil {
+		f() // shield_task_errors_total counts scheduled runs (docs/ops.md)
+	}
 	rt.log.Error("shield: scheduled task failed", "task", f.Task, "attempt", f.Attempt,
 		"scheduled", f.Scheduled.UTC().Format(time.RFC3339Nano), "error", err.Error())
 	if onError != nil {

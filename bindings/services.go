@@ -98,4 +98,8 @@ type Observers struct {
 	TaskFailed func()
 	// LoopLag: how long posted work waited for the loop (probed every 250 ms).
 	LoopLag func(time.Duration)
+	// QueueHandled: a consumer's handler for one message of the queue
+	// (name, kind) ended, normally or by an error, after d; handlers the
+	// closing runtime ended are not told.
+	QueueHandled func(queue, kind string, d time.Duration)
 }

@@ -397,6 +397,25 @@ type Ops struct {
 	// every request (401 otherwise). The environment variable
 	// SHIELD_OPS_TOKEN, when non-empty, overrides it. Default "".
 	Token string `yaml:"token"`
+	// HealthAuth requires the token on GET /healthz and /readyz too; by
+	// default they answer anyone, so that probes need no secret. Default
+	// false.
+	HealthAuth bool `yaml:"health_auth"`
+	// Metrics bounds the labels of /metrics.
+	Metrics OpsMetrics `yaml:"metrics"`
+}
+
+// OpsMetrics is the "ops.metrics" section.
+type OpsMetrics struct {
+	// LabelCap is how many distinct names (queue, task, Redis command) one
+	// metric family keeps as label values; names beyond it are counted
+	// under the value "other". Must be > 0. Default 100.
+	LabelCap int `yaml:"label_cap"`
+	// IdleAfter: the series of a queue that has been empty, without
+	// consumers and unchanged for this long (ms) leave /metrics until it is
+	// used again, and free their place under LabelCap. Must be > 0.
+	// Default 300000 (5 min).
+	IdleAfter int64 `yaml:"idle_after"`
 }
 
 // Default returns the default configuration, identical to config/global.yaml.
@@ -487,6 +506,7 @@ func Default() Config {
 		Ops: Ops{
 			Enabled: false,
 			Listen:  "127.0.0.1:9190",
+			Metrics: OpsMetrics{LabelCap: 100, IdleAfter: 300000},
 		},
 	}
 }
@@ -507,40 +527,39 @@ func Load(path string) (Config, error) {
 }
 
 // Parse builds a configuration from YAML: it starts from [Default], overlays
-// the keys present in data, applies environment overrides ([Config.ApplyEnv]
-// with os.Getenv) and validates the result. source names the input in error
+// the keys present in data, applies the environment ([Config.ApplyEnv] with
+// os.Getenv; SHIELD_<SECTION>_... variables that name no key are errors) and
+// validates the result. source names the input in error
 // messages (usually the file name).
 //
 // On failure the returned error is an *[Error], or several joined with
 // errors.Join (one per line of the message); the returned Config is then the
 // zero value.
 func Parse(data []byte, source string) (Config, error) {
-	return parse(data, source, os.Getenv)
+	return parseEnv(data, source, os.Getenv, os.Environ())
 }
 
-// ApplyEnv applies environment overrides: SHIELD_REDIS_URL, when non-empty,
-// replaces global.redis.url; SHIELD_OPS_TOKEN, when non-empty, replaces
-// ops.token. getenv looks variables up; nil means os.Getenv.
-func (c *Config) ApplyEnv(getenv func(string) string) {
-	c.applyEnv(getenv)
-}
-
-// applyEnv is ApplyEnv that also reports which key paths were overridden and
-// by which variable, so validation errors can name the variable.
-func (c *Config) applyEnv(getenv func(string) string) map[string]string {
+// ApplyEnv applies the environment: every key whose variable (see
+// [EnvVars]: SHIELD_ and the key path, e.g. SHIELD_OPS_LISTEN) is non-empty
+// takes its value, parsed with the file's rules; SHIELD_REDIS_URL and
+// SHIELD_OPS_TOKEN set global.redis.url and ops.token too. getenv looks
+// variables up; nil means os.Getenv. Errors (each an *[Error] naming the
+// variable, joined): a value of the wrong type, or an alias and its derived
+// variable set to different values; the keys that could be set are set.
+// It does not validate: [Parse], [Load] and [FromEnv] do.
+func (c *Config) ApplyEnv(getenv func(string) string) error {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	from := map[string]string{}
-	if v := getenv(EnvRedisURL); v != "" {
-		c.Global.Redis.URL = v
-		from["global.redis.url"] = EnvRedisURL
-	}
-	if v := getenv(EnvOpsToken); v != "" {
-		c.Ops.Token = v
-		from["ops.token"] = EnvOpsToken
-	}
-	return from
+	_, errs := c.applyEnv(getenv, nil)
+	return joinErrors(errs)
+}
+
+// FromEnv is the configuration without a file: [Default] with the
+// environment applied ([Config.ApplyEnv]), SHIELD_<SECTION>_... variables
+// that name no key rejected, and validated; errors name the variables.
+func FromEnv() (Config, error) {
+	return parseEnv(nil, "", os.Getenv, os.Environ())
 }
 
 // Configured reports whether a Redis connection is configured (URL, Addrs or

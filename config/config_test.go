@@ -271,7 +271,7 @@ ops:
 	want.Lock.AutoExtend.Interval = 5000
 	want.Lock.Redlock = Redlock{Enabled: true, Quorum: 2, Addrs: []string{"10.0.1.1:6379", "redis://10.0.1.2:6379/0", "10.0.1.3:6379"}}
 	want.Scheduler.Timezone = "Asia/Shanghai"
-	want.Ops = Ops{Enabled: true, Listen: ":9190"}
+	want.Ops.Enabled, want.Ops.Listen = true, ":9190"
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got %+v\nwant %+v", cfg, want)
 	}

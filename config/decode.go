@@ -60,14 +60,27 @@ func joinErrors(errs []error) error {
 	return errors.Join(errs...)
 }
 
-// parse is Parse with an injectable environment.
+// parse is Parse with an injectable environment (and no check for unknown
+// variables).
 func parse(data []byte, source string, getenv func(string) string) (Config, error) {
+	return parseEnv(data, source, getenv, nil)
+}
+
+// parseEnv is Parse with an injectable environment; environ, when not nil,
+// is checked for SHIELD_<SECTION>_... variables that name no key.
+func parseEnv(data []byte, source string, getenv func(string) string, environ []string) (Config, error) {
 	cfg := Default()
 	lines, err := decode(&cfg, data, source)
 	if err != nil {
 		return Config{}, err
 	}
-	env := cfg.applyEnv(getenv)
+	env, errs := cfg.applyEnv(getenv, environ)
+	if len(errs) > 0 {
+		for _, e := range errs {
+			e.(*Error).Source = source
+		}
+		return Config{}, joinErrors(errs)
+	}
 	v := validator{source: source, lines: lines, env: env}
 	if err := v.run(&cfg); err != nil {
 		return Config{}, err

@@ -353,4 +353,6 @@ func (v *validator) ops(o *Ops) {
 	if msg := checkHostPort(o.Listen, true); msg != "" {
 		v.fail("ops.listen", "ops.listen: %q %s", o.Listen, msg)
 	}
+	v.positive("ops.metrics.label_cap", int64(o.Metrics.LabelCap), 0)
+	v.positive("ops.metrics.idle_after", o.Metrics.IdleAfter, maxMillis)
 }

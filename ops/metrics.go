@@ -2,52 +2,90 @@ package ops
 
 import (
 	"context"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics is the Prometheus registry of a Module (GET /metrics). Events are
-// observed as they happen through the instruments below; State is read at
+// observed as they happen through the methods below; State is read at
 // scrape time, so the core packages never depend on Prometheus. Names follow
 // Prometheus conventions: shield_ prefix, units in names, _total counters
 // (docs/ops.md lists them all).
+//
+// Labels that carry names (queue, task, operation) are bounded: each family
+// keeps at most MetricsOptions.LabelCap names, and counts the rest under the
+// value Other (see labels.go). A removed task's series and an idle queue's
+// leave the registry and free their place.
 type Metrics struct {
 	// Registry holds the shield_* metrics; the endpoint adds the Go
 	// runtime's and the process's (see Gatherer).
 	Registry *prometheus.Registry
 	process  *prometheus.Registry
+	opts     MetricsOptions
 
 	// LockWait observes how long each acquire that had to wait waited.
 	LockWait prometheus.Histogram
 	// TriggerLateness observes each scheduled firing's start minus its
 	// scheduled time (first attempts of firings, not manual triggers).
 	TriggerLateness prometheus.Histogram
-	// SchedulerRuns counts finished runs by task and result ("ok",
-	// "failed"); SchedulerMissed and SchedulerSkipped count firings that
-	// did not run (missed: the process was down or late past the
-	// catch-up; skipped: the previous run was still going).
-	SchedulerRuns    *prometheus.CounterVec
-	SchedulerMissed  *prometheus.CounterVec
-	SchedulerSkipped *prometheus.CounterVec
 	// LoopLag observes how long posted work waits before a runtime's loop
 	// runs it (probed every 250 ms per runtime).
 	LoopLag prometheus.Histogram
-	// RedisErrors counts failed Redis operations of Lua calls, by call
-	// ("shield.global:get", "shield.rank:update", ...).
-	RedisErrors *prometheus.CounterVec
-	// TaskErrors counts tasks and callbacks that ended with an uncaught
-	// error.
+	// TaskErrors counts tasks, callbacks and scheduled runs that ended
+	// with an uncaught error.
 	TaskErrors prometheus.Counter
+
+	// By task: finished runs by result, missed and skipped firings, run
+	// durations.
+	schedRuns, schedMissed, schedSkipped *prometheus.CounterVec
+	schedDuration                        *prometheus.HistogramVec
+	// By operation: failed Lua calls; Redis round trips by command.
+	redisErrors    *prometheus.CounterVec
+	redisRoundTrip *prometheus.HistogramVec
+	// By queue: consumer handler durations.
+	queueHandler *prometheus.HistogramVec
+
+	tasks, queues, ops, commands *labelCap
+	idle                         queueIdle
+}
+
+// MetricsOptions bound the registry's labels.
+type MetricsOptions struct {
+	// LabelCap is how many names one family keeps (ops.metrics.label_cap);
+	// <= 0 means 100.
+	LabelCap int
+	// IdleAfter is how long a queue stays empty, without consumers and
+	// unchanged before its series leave (ops.metrics.idle_after); <= 0
+	// means 5 min.
+	IdleAfter time.Duration
+	// Now is the clock of IdleAfter; nil means time.Now.
+	Now func() time.Time
+	// Tasks lists the scheduler tasks that exist now. Before each gather
+	// the series of tasks no longer listed (removed, or one-shot tasks
+	// that ran) are dropped. nil: task series are never dropped.
+	Tasks func(ctx context.Context) ([]string, error)
 }
 
 // NewMetrics returns a registry with the event instruments, the metrics of
 // state (read through state at each scrape, with a deadline of 5 s) and the
 // Go runtime and process collectors.
-func NewMetrics(state func(ctx context.Context) (State, error)) *Metrics {
+func NewMetrics(state func(ctx context.Context) (State, error), o MetricsOptions) *Metrics {
+	if o.LabelCap <= 0 {
+		o.LabelCap = 100
+	}
+	if o.IdleAfter <= 0 {
+		o.IdleAfter = 5 * time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	r := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: r,
+		opts:     o,
 		LockWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "shield_lock_acquire_wait_seconds", Help: "Time acquires that had to wait waited for the lock.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
@@ -56,40 +94,138 @@ func NewMetrics(state func(ctx context.Context) (State, error)) *Metrics {
 			Name: "shield_scheduler_trigger_lateness_seconds", Help: "Start of each scheduled firing minus its scheduled time.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5, 60},
 		}),
-		SchedulerRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+		schedRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shield_scheduler_runs_total", Help: "Finished runs of scheduled tasks in this process, by task and result (ok, failed).",
 		}, []string{"task", "result"}),
-		SchedulerMissed: prometheus.NewCounterVec(prometheus.CounterOpts{
+		schedMissed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shield_scheduler_missed_total", Help: "Firings that did not run (the process was down, or too late), by task.",
 		}, []string{"task"}),
-		SchedulerSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+		schedSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shield_scheduler_skipped_total", Help: "Firings skipped because the previous run was still going (overlap skip), by task.",
+		}, []string{"task"}),
+		schedDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "shield_scheduler_run_duration_seconds", Help: "How long each attempt of a scheduled run took, by task.",
+			Buckets: []float64{.001, .01, .05, .1, .5, 1, 5, 30, 120},
 		}, []string{"task"}),
 		LoopLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "shield_loop_lag_seconds", Help: "How long posted work waits for a runtime's loop (probed every 250ms).",
 			Buckets: []float64{.0001, .0005, .001, .005, .01, .05, .1, .5, 1, 5},
 		}),
-		RedisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		redisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shield_redis_errors_total", Help: "Lua calls whose Redis operation failed, by call.",
 		}, []string{"operation"}),
+		redisRoundTrip: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "shield_redis_roundtrip_seconds", Help: "Redis round trips of the module's client, by command (pipeline and multi for batches).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, .5, 1, 5},
+		}, []string{"operation"}),
+		queueHandler: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "shield_queue_handler_duration_seconds", Help: "How long consumer handlers took per message, by queue.",
+			Buckets: []float64{.0005, .001, .005, .01, .05, .1, .5, 1, 5, 30},
+		}, queueLabels),
 		TaskErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shield_task_errors_total", Help: "Tasks and callbacks that ended with an uncaught error.",
+			Name: "shield_task_errors_total", Help: "Tasks, callbacks and scheduled runs that ended with an uncaught error.",
 		}),
+		tasks:    newLabelCap(o.LabelCap),
+		queues:   newLabelCap(o.LabelCap),
+		ops:      newLabelCap(o.LabelCap),
+		commands: newLabelCap(o.LabelCap),
+		idle:     queueIdle{seen: map[string]*idleQueue{}},
 	}
-	r.MustRegister(m.LockWait, m.TriggerLateness, m.SchedulerRuns, m.SchedulerMissed, m.SchedulerSkipped,
-		m.LoopLag, m.RedisErrors, m.TaskErrors)
+	r.MustRegister(m.LockWait, m.TriggerLateness, m.schedRuns, m.schedMissed, m.schedSkipped, m.schedDuration,
+		m.LoopLag, m.redisErrors, m.redisRoundTrip, m.queueHandler, m.TaskErrors)
 	m.process = prometheus.NewRegistry()
 	m.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if state != nil {
-		r.MustRegister(stateCollector{state})
+		r.MustRegister(stateCollector{state, m})
 	}
 	return m
 }
 
 // Gatherer is what the endpoint's /metrics serves: Registry, the Go
-// runtime's metrics (go_*) and the process's (process_*).
+// runtime's metrics (go_*) and the process's (process_*), with removed
+// tasks' series dropped first.
 func (m *Metrics) Gatherer() prometheus.Gatherer {
-	return prometheus.Gatherers{m.Registry, m.process}
+	return sweeping{m, prometheus.Gatherers{m.Registry, m.process}}
+}
+
+// Shield is Registry (the shield_* metrics only) with removed tasks'
+// series dropped before each gather: what a host merges into its own
+// /metrics.
+func (m *Metrics) Shield() prometheus.Gatherer { return sweeping{m, m.Registry} }
+
+// TaskRun counts a finished attempt of a scheduled run ("ok" or "failed")
+// and observes its duration.
+func (m *Metrics) TaskRun(task, result string, d time.Duration) {
+	task = m.tasks.admit(task)
+	m.schedRuns.WithLabelValues(task, result).Inc()
+	m.schedDuration.WithLabelValues(task).Observe(d.Seconds())
+}
+
+// TaskMissed counts n firings of task that did not run.
+func (m *Metrics) TaskMissed(task string, n int64) {
+	m.schedMissed.WithLabelValues(m.tasks.admit(task)).Add(float64(n))
+}
+
+// TaskSkipped counts a firing of task skipped by overlap "skip".
+func (m *Metrics) TaskSkipped(task string) {
+	m.schedSkipped.WithLabelValues(m.tasks.admit(task)).Inc()
+}
+
+// RedisOpFailed counts a Lua call (e.g. "shield.global:get") whose Redis
+// operation failed.
+func (m *Metrics) RedisOpFailed(op string) {
+	m.redisErrors.WithLabelValues(m.ops.admit(op)).Inc()
+}
+
+// RedisRoundTrip observes one round trip of operation (a command name,
+// "pipeline" or "multi").
+func (m *Metrics) RedisRoundTrip(operation string, d time.Duration) {
+	m.redisRoundTrip.WithLabelValues(m.commands.admit(operation)).Observe(d.Seconds())
+}
+
+// QueueHandled observes how long a consumer's handler took for one
+// message of queue.
+func (m *Metrics) QueueHandled(queue, kind string, d time.Duration) {
+	m.queueHandler.WithLabelValues(m.queues.admit(queue), kind).Observe(d.Seconds())
+}
+
+// sweep drops the series of tasks that no longer exist and frees their
+// places under the cap.
+func (m *Metrics) sweep() {
+	if m.opts.Tasks == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	defer cancel()
+	names, err := m.opts.Tasks(ctx)
+	if err != nil {
+		return // keep them: better stale series than a scrape that fails
+	}
+	live := make(map[string]bool, len(names))
+	for _, n := range names {
+		live[n] = true
+	}
+	for _, n := range m.tasks.list() {
+		if !live[n] {
+			m.tasks.forget(n)
+			l := prometheus.Labels{"task": n}
+			m.schedRuns.DeletePartialMatch(l)
+			m.schedMissed.DeletePartialMatch(l)
+			m.schedSkipped.DeletePartialMatch(l)
+			m.schedDuration.DeletePartialMatch(l)
+		}
+	}
+}
+
+// sweeping sweeps before it gathers.
+type sweeping struct {
+	m *Metrics
+	g prometheus.Gatherer
+}
+
+func (s sweeping) Gather() ([]*dto.MetricFamily, error) {
+	s.m.sweep()
+	return s.g.Gather()
 }
 
 // The metrics of State, one description each.
@@ -142,6 +278,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 // stateCollector reads State at each scrape.
 type stateCollector struct {
 	state func(ctx context.Context) (State, error)
+	m     *Metrics
 }
 
 // Describe sends no description: the collector is unchecked, because the
@@ -176,7 +313,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descRankBoards, float64(s.Ranks.Boards))
 	gauge(descRankMembers, float64(s.Ranks.Members))
 
-	for _, q := range s.Queues {
+	for _, q := range c.m.visibleQueues(s.Queues) {
 		l := []string{q.Name, q.Kind}
 		gauge(descQueueLength, float64(q.Length), l...)
 		gauge(descQueuePending, float64(q.Pending), l...)

@@ -3,6 +3,8 @@
 //	GET /ops/global     the spec's JSON: local cache, locks, ranks, queues, rate limiters
 //	GET /ops/scheduler  the spec's JSON: every scheduled task
 //	GET /metrics        Prometheus text exposition
+//	GET /healthz        liveness: the process and its loops (health.go)
+//	GET /readyz         readiness: the backend answers, within a second
 //
 // It listens on loopback by default (ops.listen) and, with ops.token set,
 // answers only requests carrying "Authorization: Bearer <token>": anything
@@ -77,8 +79,9 @@ type Scheduler struct {
 	Tasks []Task `json:"tasks"`
 }
 
-// Task is one scheduled task. NextRun and LastRun are RFC 3339 in UTC, null
-// when there is none (not yet run; a paused task's next run).
+// Task is one scheduled task: the spec's fields, then the failure
+// counters. NextRun and LastRun are RFC 3339 in UTC, null when there is
+// none (not yet run; a paused task's next run).
 type Task struct {
 	Name        string  `json:"name"`
 	Schedule    string  `json:"schedule"`
@@ -87,7 +90,18 @@ type Task struct {
 	LastRun     *string `json:"last_run"`
 	RunCount    int64   `json:"run_count"`
 	Distributed bool    `json:"distributed"`
+	// Beyond the spec: firings whose last attempt failed, the latest
+	// failure's error (null if none), firings missed and skipped.
+	Failures  int64   `json:"failures"`
+	LastError *string `json:"last_error"`
+	Missed    int64   `json:"missed"`
+	Skipped   int64   `json:"skipped"`
 }
+
+// StatusFailing is the status /ops/scheduler shows for an active task whose
+// latest run failed (the scheduler's "error", or an attempt that failed
+// with its retries still to come).
+const StatusFailing = "failing"
 
 // Timestamp formats a Unix-ms time for NextRun/LastRun; 0 is null.
 func Timestamp(ms int64) *string {
@@ -106,6 +120,10 @@ type Sources struct {
 	Scheduler func(ctx context.Context) (Scheduler, error)
 	// Gatherer is what /metrics exposes (Metrics.Registry).
 	Gatherer prometheus.Gatherer
+	// Live is GET /healthz: nil when the process and its loops are alive.
+	// Ready is GET /readyz: nil when the backend answers (given at most
+	// ReadyTimeout). A nil function always passes.
+	Live, Ready func(ctx context.Context) error
 }
 
 // Server is a running ops endpoint.
@@ -161,8 +179,11 @@ func Listen(cfg config.Ops, src Sources, log *slog.Logger) (*Server, error) {
 		// exposes the rest; the error is logged.
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
+	open := http.NewServeMux()
+	mountHealth(open, mux, cfg.HealthAuth, src)
+	open.Handle("/", authorized(cfg.Token, mux))
 	s := &Server{ln: ln, log: log, srv: &http.Server{
-		Handler:           authorized(cfg.Token, mux),
+		Handler:           open,
 		ReadHeaderTimeout: 5 * time.Second,
 	}}
 	go func() {

@@ -52,6 +52,7 @@ func init() {
 			"print the version of shield and the Go it was built with", cmdVersion},
 		{"help", "[COMMAND]",
 			"show the commands, or one command's flags", cmdHelp},
+		{"config", "check [FILE]", "validate FILE (or the defaults) with the SHIELD_* environment; print the effective config, secrets masked", cmdConfig},
 	}
 }
 

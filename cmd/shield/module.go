@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/shieldrt/shieldglobal"
@@ -135,9 +134,7 @@ func closeModule(mod *shieldglobal.Module, stderr io.Writer) {
 
 func loadConfig(path string) (config.Config, error) {
 	if path == "" {
-		cfg := config.Default()
-		cfg.ApplyEnv(os.Getenv)
-		return cfg, cfg.Validate()
+		return config.FromEnv()
 	}
 	return config.Load(path)
 }
