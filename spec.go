@@ -197,7 +197,7 @@ func (s *specRun) call(L *lua.LState) int {
 	fn := L.CheckFunction(1)
 	name := L.OptString(2, "test")
 	rt := s.rt
-	return rt.Suspend(L, "shield.spec", func(complete func(bindings.Result)) {
+	return rt.Block(L, "shield.spec", func(w *bindings.Wait) func() {
 		var spawned []*bindings.TaskError
 		over := false
 		g := &bindings.Group{Inherited: true, OnError: func(err *bindings.TaskError) {
@@ -215,7 +215,7 @@ func (s *specRun) call(L *lua.LState) int {
 		rt.SpawnIn(g, name, fn, nil, func(err error) {
 			timer.Stop()
 			over = true
-			complete(func() ([]lua.LValue, error) {
+			w.Complete(func() ([]lua.LValue, error) {
 				var te *bindings.TaskError
 				switch {
 				case timedOut.Load() && errors.As(err, &te):
@@ -233,6 +233,7 @@ func (s *specRun) call(L *lua.LState) int {
 				return []lua.LValue{lua.LTrue}, nil
 			})
 		})
+		return nil
 	})
 }
 

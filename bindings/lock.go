@@ -38,11 +38,13 @@ type lockBinding struct {
 	rt    *Runtime
 	locks *Locks
 	sess  *lock.Session
-	loop  *lockLoop
 	mts   map[string]*lua.LTable
 	// main holds the holds taken outside any task: released at Close (the
 	// others are released when their task ends).
 	main map[*lock.Hold]struct{}
+	// ended is the bit of the task-end hook that releases what an ended
+	// task still holds (set on a task when it takes a hold).
+	ended uint32
 }
 
 // lockObj is one lock object as scripts see it.
@@ -54,10 +56,10 @@ type lockObj struct {
 
 func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 	L := rt.L
-	loop := newLockLoop(rt)
-	b := &lockBinding{rt: rt, locks: l, sess: l.service(rt.log).NewSession(loop), loop: loop,
+	b := &lockBinding{rt: rt, locks: l, sess: l.service(rt.log).NewSession(lockLoop{rt}),
 		mts: map[string]*lua.LTable{}, main: map[*lock.Hold]struct{}{}}
 	rt.OnClose(b.close)
+	b.ended = rt.onTaskEnd(func(t *Task) { b.sess.AbandonOwner(t.owner, t.Name) })
 	rt.locks = b
 
 	// l:with is the prelude's Lua helper (it may block); this Lua wrapper
@@ -208,38 +210,6 @@ func (b *lockBinding) ownerOf(L *lua.LState) lock.Owner {
 
 // ---- the blocking protocol
 
-// suspend is Runtime.Suspend for lock calls, which start starts; it returns
-// a function that gives the call up (nil: it cannot be given up). Outside
-// any task the loop waits in the call, working off the session's posts
-// itself. Where a task cannot yield (a metamethod, an iterator, ...) a call
-// that completes at once — any in-process lock that is free — still works;
-// one that would wait is given up and raises.
-func (b *lockBinding) suspend(L *lua.LState, name string, start func(complete func(Result)) (cancel func())) int {
-	switch b.rt.callMode(L) {
-	case modeSync:
-		return b.rt.Suspend(L, name, func(complete func(Result)) {
-			b.loop.pump(func(finished func()) {
-				start(func(r Result) { finished(); complete(r) })
-			})
-		})
-	case modeForbidden:
-		var res Result
-		cancel := start(func(r Result) {
-			if res == nil {
-				res = r
-			}
-		})
-		if res == nil {
-			if cancel != nil {
-				cancel()
-			}
-			b.rt.refuseBlock(L, name)
-		}
-		return b.rt.returnResult(L, name, res)
-	}
-	return b.rt.Suspend(L, name, func(complete func(Result)) { start(complete) })
-}
-
 // held takes a new hold into the runtime's care: it is released when its
 // task ends (or, outside tasks, when the runtime closes). Loop only.
 func (b *lockBinding) held(task *Task, h *lock.Hold) {
@@ -247,19 +217,15 @@ func (b *lockBinding) held(task *Task, h *lock.Hold) {
 		b.main[h] = struct{}{}
 		return
 	}
-	name := task.Name
-	b.rt.OnTaskEnd(task, h, func() { h.Abandon(name) })
+	b.rt.markTask(task, b.ended)
 }
 
-// over takes an ended hold out of the runtime's care. A lost hold's record
-// stays until its task ends (lost() keeps answering true).
+// over takes an ended hold taken outside tasks out of the runtime's care.
+// A task's lost hold keeps its record until the task ends (lost() keeps
+// answering true).
 func (b *lockBinding) over(task *Task, h *lock.Hold) {
-	if !h.Released() {
-		return
-	}
-	delete(b.main, h)
-	if task != nil && !h.Lost() {
-		b.rt.ForgetTaskEnd(task, h)
+	if task == nil && h.Released() {
+		delete(b.main, h)
 	}
 }
 
@@ -299,18 +265,12 @@ func acquireTimeout(a args, lo *lockObj, n int) time.Duration {
 func (b *lockBinding) start(L *lua.LState, lo *lockObj, a args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) int {
 	owner := b.ownerOf(L)
 	task := b.rt.CurrentTask(L)
-	return b.suspend(L, lo.kind+":"+a.fn, func(complete func(Result)) func() {
-		key := new(byte)
-		settled := false
-		cancel := lo.l.Acquire(owner, timeout, func(h *lock.Hold, err error) {
-			settled = true
-			if task != nil {
-				b.rt.ForgetTaskEnd(task, key)
-			}
+	return b.rt.Block(L, lo.kind+":"+a.fn, func(w *Wait) func() {
+		return lo.l.Acquire(owner, timeout, func(h *lock.Hold, err error) {
 			if err == nil {
 				b.held(task, h)
 			}
-			complete(func() ([]lua.LValue, error) {
+			w.Complete(func() ([]lua.LValue, error) {
 				switch {
 				case err == nil:
 					return result(true, ""), nil
@@ -323,11 +283,6 @@ func (b *lockBinding) start(L *lua.LState, lo *lockObj, a args, timeout time.Dur
 				return nil, lockError(lo, err)
 			})
 		})
-		if !settled && task != nil {
-			// A task that ends while it waits gives the wait up.
-			b.rt.OnTaskEnd(task, key, cancel)
-		}
-		return cancel
 	})
 }
 
@@ -369,10 +324,10 @@ func (b *lockBinding) release(L *lua.LState, lo *lockObj, a args) int {
 		return pushAll(L, resultPair(false, "not_held"))
 	}
 	task := b.rt.CurrentTask(L)
-	return b.suspend(L, lo.kind+":release", func(complete func(Result)) func() {
+	return b.rt.Block(L, lo.kind+":release", func(w *Wait) func() {
 		h.Release(func(_ int, err error) {
 			b.over(task, h)
-			complete(holdOutcome(err))
+			w.Complete(holdOutcome(err))
 		})
 		return nil
 	})
@@ -391,9 +346,9 @@ func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a args) int {
 	if h == nil {
 		return pushAll(L, resultPair(false, "not_held"))
 	}
-	return b.suspend(L, lo.kind+":extend", func(complete func(Result)) func() {
+	return b.rt.Block(L, lo.kind+":extend", func(w *Wait) func() {
 		h.Refresh(ttl, func(err error) {
-			complete(holdOutcome(err))
+			w.Complete(holdOutcome(err))
 		})
 		return nil
 	})
