@@ -87,7 +87,7 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 		// a Redis that does not answer must not hold the task past its
 		// timeout, so a timer ends the wait at the deadline with the
 		// error, and a reply that comes after it goes back.
-		gaveUp, answered := false, false // loop only
+		gaveUp, answered := false, false         // loop only
 		Go(rt, k.first(), func(v T, err error) { // on the loop
 			answered = true
 			switch {
@@ -138,7 +138,6 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 		return st.giveUp(k)
 	})
 }
-
 
 // result runs on the loop when the task takes the outcome.
 func (st *popState[T]) result(rt *Runtime, k popKind[T], v T, err error) ([]lua.LValue, error) {
