@@ -42,6 +42,10 @@ type lockBinding struct {
 	// main holds the holds taken outside any task: released at Close (the
 	// others are released when their task ends).
 	main map[*lock.Hold]struct{}
+	// The owner of the task numbered ownID is own (ownerOf's cache; an
+	// id, so that it keeps no ended task alive). Loop only.
+	ownID int64
+	own   lock.Owner
 	// ended is the bit of the task-end hook that releases what an ended
 	// task still holds (set on a task when it takes a hold).
 	ended uint32
@@ -60,6 +64,7 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 		mts: map[string]*lua.LTable{}, main: map[*lock.Hold]struct{}{}}
 	rt.OnClose(b.close)
 	b.ended = rt.onTaskEnd(func(t *Task) { b.sess.AbandonOwner(t.owner, t.Name) })
+
 	rt.locks = b
 
 	// l:with is the prelude's Lua helper (it may block); this Lua wrapper
@@ -204,7 +209,14 @@ func (b *lockBinding) self(L *lua.LState, kind, fn string) (*lockObj, args) {
 // ownerOf is the owner of the task running L (typed; built from its cached
 // owner string).
 func (b *lockBinding) ownerOf(L *lua.LState) lock.Owner {
+	t := b.rt.CurrentTask(L)
+	if t != nil && t.ID == b.ownID {
+		return b.own // a task's lock calls come in runs: parse once per run
+	}
 	o, _ := lock.ParseOwner(b.rt.OwnerID(L))
+	if t != nil {
+		b.ownID, b.own = t.ID, o
+	}
 	return o
 }
 
@@ -229,9 +241,25 @@ func (b *lockBinding) over(task *Task, h *lock.Hold) {
 	}
 }
 
+// The results calls return most often, shared (their readers only push
+// them).
+var (
+	resultTrue     = []lua.LValue{lua.LTrue}
+	resultTimeout  = []lua.LValue{lua.LFalse, lua.LString("timeout")}
+	resultNotHeld  = []lua.LValue{lua.LFalse, lua.LString("not_held")}
+	resultLostPair = []lua.LValue{lua.LFalse, lua.LString("lost")}
+)
+
 func resultPair(ok bool, reason string) []lua.LValue {
-	if ok {
-		return []lua.LValue{lua.LTrue}
+	switch {
+	case ok:
+		return resultTrue
+	case reason == "timeout":
+		return resultTimeout
+	case reason == "not_held":
+		return resultNotHeld
+	case reason == "lost":
+		return resultLostPair
 	}
 	return []lua.LValue{lua.LFalse, lua.LString(reason)}
 }
@@ -265,25 +293,42 @@ func acquireTimeout(a args, lo *lockObj, n int) time.Duration {
 func (b *lockBinding) start(L *lua.LState, lo *lockObj, a args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) int {
 	owner := b.ownerOf(L)
 	task := b.rt.CurrentTask(L)
+	// Fast path: a free in-process lock is taken right here, with nothing
+	// registered but the hold itself (and the task's end-hook bit).
+	if h, ok, err := lo.l.TryNow(owner); ok || err != nil || timeout == lock.TryOnce && lo.l.Scope() == lock.InProcess && lo.kind != kindSpinlock {
+		if ok {
+			b.held(task, h)
+		} else if err == nil {
+			err = lock.ErrTimeout
+		}
+		vals, err := acquireOutcome(lo, result, err)
+		if err != nil {
+			raise(L, "%s:%s: %s", lo.kind, a.fn, err.Error())
+		}
+		return pushAll(L, vals)
+	}
 	return b.rt.Block(L, lo.kind+":"+a.fn, func(w *Wait) func() {
 		return lo.l.Acquire(owner, timeout, func(h *lock.Hold, err error) {
 			if err == nil {
 				b.held(task, h)
 			}
-			w.Complete(func() ([]lua.LValue, error) {
-				switch {
-				case err == nil:
-					return result(true, ""), nil
-				case errors.Is(err, lock.ErrTimeout):
-					return result(false, "timeout"), nil
-				case errors.Is(err, lock.ErrLost):
-					// A re-entry of this task's hold, which is lost.
-					return result(false, "lost"), nil
-				}
-				return nil, lockError(lo, err)
-			})
+			w.Complete(func() ([]lua.LValue, error) { return acquireOutcome(lo, result, err) })
 		})
 	})
+}
+
+// acquireOutcome is what an acquire that ended with err returns.
+func acquireOutcome(lo *lockObj, result func(ok bool, reason string) []lua.LValue, err error) ([]lua.LValue, error) {
+	switch {
+	case err == nil:
+		return result(true, ""), nil
+	case errors.Is(err, lock.ErrTimeout):
+		return result(false, "timeout"), nil
+	case errors.Is(err, lock.ErrLost):
+		// A re-entry of this task's hold, which is lost.
+		return result(false, "lost"), nil
+	}
+	return nil, lockError(lo, err)
 }
 
 // lockError words the errors a lock call raises.
@@ -324,6 +369,14 @@ func (b *lockBinding) release(L *lua.LState, lo *lockObj, a args) int {
 		return pushAll(L, resultPair(false, "not_held"))
 	}
 	task := b.rt.CurrentTask(L)
+	if _, err, ok := h.ReleaseNow(); ok { // in-process: done right here
+		b.over(task, h)
+		vals, err := holdValues(err)
+		if err != nil {
+			raise(L, "%s:release: %s", lo.kind, err.Error())
+		}
+		return pushAll(L, vals)
+	}
 	return b.rt.Block(L, lo.kind+":release", func(w *Wait) func() {
 		h.Release(func(_ int, err error) {
 			b.over(task, h)
@@ -357,17 +410,19 @@ func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a args) int {
 // holdOutcome is release's and extend's answer for err: true, or false
 // with "lost" or "not_held"; other errors raise.
 func holdOutcome(err error) Result {
-	return func() ([]lua.LValue, error) {
-		switch {
-		case err == nil:
-			return resultPair(true, ""), nil
-		case errors.Is(err, lock.ErrLost):
-			return resultPair(false, "lost"), nil
-		case errors.Is(err, lock.ErrNotHeld):
-			return resultPair(false, "not_held"), nil
-		}
-		return nil, err
+	return func() ([]lua.LValue, error) { return holdValues(err) }
+}
+
+func holdValues(err error) ([]lua.LValue, error) {
+	switch {
+	case err == nil:
+		return resultPair(true, ""), nil
+	case errors.Is(err, lock.ErrLost):
+		return resultPair(false, "lost"), nil
+	case errors.Is(err, lock.ErrNotHeld):
+		return resultPair(false, "not_held"), nil
 	}
+	return nil, err
 }
 
 // l:auto_extend(enabled [, interval_ms]): the watchdog renews the lease

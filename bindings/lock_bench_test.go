@@ -60,3 +60,32 @@ func cpuTime() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkLocalMutexPair: an uncontended shield.mutex acquire+release from
+// Lua inside a task (one op = one pair); BenchmarkEmptyCallFromLua is the
+// unit lockbench's section 3 divides by.
+func BenchmarkLocalMutexPair(b *testing.B) {
+	benchLuaLoop(b, `local m = shield.mutex("bench")`, `assert(m:acquire()); assert(m:release())`)
+}
+
+func BenchmarkEmptyCallFromLua(b *testing.B) { benchLuaLoop(b, ``, `empty()`) }
+
+func benchLuaLoop(b *testing.B, setup, body string) {
+	L := lua.NewState(StateOptions())
+	rt, err := NewRuntime(L, &Services{Locks: testLocks(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rt.Close(time.Second); L.Close() })
+	if err := rt.Do(func(L *lua.LState) error {
+		L.SetGlobal("empty", L.NewFunction(func(*lua.LState) int { return 0 }))
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	if err := rt.RunString(setup+"\nlocal n = ...\nfor i = 1, n do "+body+" end", "bench.lua", lua.LNumber(b.N)); err != nil {
+		b.Fatal(err)
+	}
+}
