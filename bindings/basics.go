@@ -32,7 +32,7 @@ func (rt *Runtime) installBasics(lib *lua.LTable) {
 	lib.RawSetString("log", log)
 }
 
-// blocking wraps a Go function that may call Suspend in the Lua wrapper that
+// blocking wraps a Go function that may call Block in the Lua wrapper that
 // unpacks its results and raises its asynchronous errors.
 func (rt *Runtime) blocking(fn lua.LGFunction) lua.LValue {
 	L := rt.L
