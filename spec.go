@@ -324,7 +324,7 @@ func (s *specRun) call(L *lua.LState) int {
 	}
 	var co *lua.LState // the test's coroutine; loop only
 	mark := L.NewFunction(func(L *lua.LState) int { co = L; return 0 })
-	return rt.Suspend(L, "shield.spec", func(complete func(bindings.Result)) {
+	return rt.Block(L, "shield.spec", func(w *bindings.Wait) func() {
 		var spawned []*bindings.TaskError
 		over := false
 		g := &bindings.Group{Inherited: true, OnError: func(err *bindings.TaskError) {
@@ -353,7 +353,7 @@ func (s *specRun) call(L *lua.LState) int {
 			if s.ctx.Err() == nil {
 				s.running.Store(nil) // not what Ctrl-C stops, unless it ended by it
 			}
-			complete(func() ([]lua.LValue, error) {
+			w.Complete(func() ([]lua.LValue, error) {
 				var te *bindings.TaskError
 				switch {
 				case timedOut.Load() && errors.As(err, &te):
@@ -388,6 +388,7 @@ func (s *specRun) call(L *lua.LState) int {
 				return []lua.LValue{lua.LTrue}, nil
 			})
 		})
+		return nil
 	})
 }
 

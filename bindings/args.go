@@ -142,7 +142,7 @@ func userWhere(L *lua.LState) string {
 // the call parked, up to its task's own. Without this, a call whose user
 // frame is in a resumer (`pcall(g.incr, g, k)`, `return g:incr(k)` inside
 // pcall) lost its position when it completed after yielding.
-func opWhere(o *op) string {
+func opWhere(o *Wait) string {
 	for _, th := range o.chain {
 		if w, found := threadWhere(th); found {
 			return w

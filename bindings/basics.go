@@ -32,7 +32,7 @@ func (rt *Runtime) installBasics(lib *lua.LTable) {
 	lib.RawSetString("log", log)
 }
 
-// blocking wraps a Go function that may call Suspend in the Lua wrapper that
+// blocking wraps a Go function that may call Block in the Lua wrapper that
 // unpacks its results and raises its asynchronous errors.
 func (rt *Runtime) blocking(fn lua.LGFunction) lua.LValue {
 	L := rt.L
@@ -77,31 +77,18 @@ func (rt *Runtime) sleep(L *lua.LState) int {
 	case ms != ms || ms < 0:
 		a.bad(1, "milliseconds must be >= 0")
 	case ms >= math.MaxFloat64: // math.huge (gopher-lua's is MaxFloat64) or +inf
-		return rt.Suspend(L, "shield.sleep", func(complete func(Result)) {
-			rt.OnClose(func() { complete(func() ([]lua.LValue, error) { return nil, errClosing }) })
-		})
+		return rt.Block(L, "shield.sleep", func(w *Wait) func() { w.EndOnClose(); return nil })
 	case ms > maxSleep:
 		a.bad(1, fmt.Sprintf("milliseconds must be at most %.0f (about 31 years), got %s; use math.huge to sleep until the runtime closes",
 			float64(maxSleep), lua.LNumber(ms).String()))
 	}
 	d := time.Duration(ms * float64(time.Millisecond))
-	inTask := rt.callMode(L) != modeSync
-	return rt.Suspend(L, "shield.sleep", func(complete func(Result)) {
-		switch {
-		case !inTask: // the loop itself waits for the timer
-			time.AfterFunc(max(d, 0), func() { complete(noResults) })
-			return
-		case d <= 0:
-			rt.postLocal(func() { complete(noResults) })
-			return
-		}
-		// In a task the timer completes the sleep through a post, so on the
-		// loop: the completion cannot come before the task has yielded.
-		// Called from the timer's goroutine it could, when the loop was
-		// descheduled for d between arming it and parking, and the sleep
-		// would return without yielding — a task spawned just before it had
-		// not started yet (a 1 ms sleep, on a loaded machine).
-		time.AfterFunc(d, func() { rt.Post(func() { complete(noResults) }) })
+	return rt.Block(L, "shield.sleep", func(w *Wait) func() {
+		// The timer completes the sleep on the loop, so the completion
+		// cannot come before the task has yielded: a sleep always lets the
+		// tasks spawned before it start.
+		w.After(d, func() { w.Complete(noResults) })
+		return nil
 	})
 }
 

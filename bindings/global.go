@@ -81,8 +81,6 @@ func (b *globalBinding) written(keys ...string) func(*lua.LState, struct{}) []lu
 	}
 }
 
-func pushNone(*lua.LState, any) []lua.LValue { return nil }
-
 // g:set(key, value [, ttl_ms]) -> true. A nil value deletes the key.
 func (b *globalBinding) set(L *lua.LState) int {
 	a := b.args(L, "set")

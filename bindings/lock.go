@@ -38,11 +38,17 @@ type lockBinding struct {
 	rt    *Runtime
 	locks *Locks
 	sess  *lock.Session
-	loop  *lockLoop
 	mts   map[string]*lua.LTable
 	// main holds the holds taken outside any task: released at Close (the
 	// others are released when their task ends).
 	main map[*lock.Hold]struct{}
+	// The owner of the task numbered ownID is own (ownerOf's cache; an
+	// id, so that it keeps no ended task alive). Loop only.
+	ownID int64
+	own   lock.Owner
+	// ended is the bit of the task-end hook that releases what an ended
+	// task still holds (set on a task when it takes a hold).
+	ended uint32
 }
 
 // lockObj is one lock object as scripts see it.
@@ -54,10 +60,11 @@ type lockObj struct {
 
 func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 	L := rt.L
-	loop := newLockLoop(rt)
-	b := &lockBinding{rt: rt, locks: l, sess: l.service(rt.log).NewSession(loop), loop: loop,
+	b := &lockBinding{rt: rt, locks: l, sess: l.service(rt.log).NewSession(lockLoop{rt}),
 		mts: map[string]*lua.LTable{}, main: map[*lock.Hold]struct{}{}}
 	rt.OnClose(b.close)
+	b.ended = rt.onTaskEnd(func(t *Task) { b.sess.AbandonOwner(t.owner, t.Name) })
+
 	rt.locks = b
 
 	// l:with is the prelude's Lua helper (it may block); this Lua wrapper
@@ -202,43 +209,18 @@ func (b *lockBinding) self(L *lua.LState, kind, fn string) (*lockObj, args) {
 // ownerOf is the owner of the task running L (typed; built from its cached
 // owner string).
 func (b *lockBinding) ownerOf(L *lua.LState) lock.Owner {
+	t := b.rt.CurrentTask(L)
+	if t != nil && t.ID == b.ownID {
+		return b.own // a task's lock calls come in runs: parse once per run
+	}
 	o, _ := lock.ParseOwner(b.rt.OwnerID(L))
+	if t != nil {
+		b.ownID, b.own = t.ID, o
+	}
 	return o
 }
 
 // ---- the blocking protocol
-
-// suspend is Runtime.Suspend for lock calls, which start starts; it returns
-// a function that gives the call up (nil: it cannot be given up). Outside
-// any task the loop waits in the call, working off the session's posts
-// itself. Where a task cannot yield (a metamethod, an iterator, ...) a call
-// that completes at once — any in-process lock that is free — still works;
-// one that would wait is given up and raises.
-func (b *lockBinding) suspend(L *lua.LState, name string, start func(complete func(Result)) (cancel func())) int {
-	switch b.rt.callMode(L) {
-	case modeSync:
-		return b.rt.Suspend(L, name, func(complete func(Result)) {
-			b.loop.pump(func(finished func()) {
-				start(func(r Result) { finished(); complete(r) })
-			})
-		})
-	case modeForbidden:
-		var res Result
-		cancel := start(func(r Result) {
-			if res == nil {
-				res = r
-			}
-		})
-		if res == nil {
-			if cancel != nil {
-				cancel()
-			}
-			b.rt.refuseBlock(L, name)
-		}
-		return b.rt.returnResult(L, name, res)
-	}
-	return b.rt.Suspend(L, name, func(complete func(Result)) { start(complete) })
-}
 
 // held takes a new hold into the runtime's care: it is released when its
 // task ends (or, outside tasks, when the runtime closes). Loop only.
@@ -247,25 +229,37 @@ func (b *lockBinding) held(task *Task, h *lock.Hold) {
 		b.main[h] = struct{}{}
 		return
 	}
-	name := task.Name
-	b.rt.OnTaskEnd(task, h, func() { h.Abandon(name) })
+	b.rt.markTask(task, b.ended)
 }
 
-// over takes an ended hold out of the runtime's care. A lost hold's record
-// stays until its task ends (lost() keeps answering true).
+// over takes an ended hold taken outside tasks out of the runtime's care.
+// A task's lost hold keeps its record until the task ends (lost() keeps
+// answering true).
 func (b *lockBinding) over(task *Task, h *lock.Hold) {
-	if !h.Released() {
-		return
-	}
-	delete(b.main, h)
-	if task != nil && !h.Lost() {
-		b.rt.ForgetTaskEnd(task, h)
+	if task == nil && h.Released() {
+		delete(b.main, h)
 	}
 }
+
+// The results calls return most often, shared (their readers only push
+// them).
+var (
+	resultTrue     = []lua.LValue{lua.LTrue}
+	resultTimeout  = []lua.LValue{lua.LFalse, lua.LString("timeout")}
+	resultNotHeld  = []lua.LValue{lua.LFalse, lua.LString("not_held")}
+	resultLostPair = []lua.LValue{lua.LFalse, lua.LString("lost")}
+)
 
 func resultPair(ok bool, reason string) []lua.LValue {
-	if ok {
-		return []lua.LValue{lua.LTrue}
+	switch {
+	case ok:
+		return resultTrue
+	case reason == "timeout":
+		return resultTimeout
+	case reason == "not_held":
+		return resultNotHeld
+	case reason == "lost":
+		return resultLostPair
 	}
 	return []lua.LValue{lua.LFalse, lua.LString(reason)}
 }
@@ -299,36 +293,42 @@ func acquireTimeout(a args, lo *lockObj, n int) time.Duration {
 func (b *lockBinding) start(L *lua.LState, lo *lockObj, a args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) int {
 	owner := b.ownerOf(L)
 	task := b.rt.CurrentTask(L)
-	return b.suspend(L, lo.kind+":"+a.fn, func(complete func(Result)) func() {
-		key := new(byte)
-		settled := false
-		cancel := lo.l.Acquire(owner, timeout, func(h *lock.Hold, err error) {
-			settled = true
-			if task != nil {
-				b.rt.ForgetTaskEnd(task, key)
-			}
+	// Fast path: a free in-process lock is taken right here, with nothing
+	// registered but the hold itself (and the task's end-hook bit).
+	if h, ok, err := lo.l.TryNow(owner); ok || err != nil || timeout == lock.TryOnce && lo.l.Scope() == lock.InProcess && lo.kind != kindSpinlock {
+		if ok {
+			b.held(task, h)
+		} else if err == nil {
+			err = lock.ErrTimeout
+		}
+		vals, err := acquireOutcome(lo, result, err)
+		if err != nil {
+			raise(L, "%s:%s: %s", lo.kind, a.fn, err.Error())
+		}
+		return pushAll(L, vals)
+	}
+	return b.rt.Block(L, lo.kind+":"+a.fn, func(w *Wait) func() {
+		return lo.l.Acquire(owner, timeout, func(h *lock.Hold, err error) {
 			if err == nil {
 				b.held(task, h)
 			}
-			complete(func() ([]lua.LValue, error) {
-				switch {
-				case err == nil:
-					return result(true, ""), nil
-				case errors.Is(err, lock.ErrTimeout):
-					return result(false, "timeout"), nil
-				case errors.Is(err, lock.ErrLost):
-					// A re-entry of this task's hold, which is lost.
-					return result(false, "lost"), nil
-				}
-				return nil, lockError(lo, err)
-			})
+			w.Complete(func() ([]lua.LValue, error) { return acquireOutcome(lo, result, err) })
 		})
-		if !settled && task != nil {
-			// A task that ends while it waits gives the wait up.
-			b.rt.OnTaskEnd(task, key, cancel)
-		}
-		return cancel
 	})
+}
+
+// acquireOutcome is what an acquire that ended with err returns.
+func acquireOutcome(lo *lockObj, result func(ok bool, reason string) []lua.LValue, err error) ([]lua.LValue, error) {
+	switch {
+	case err == nil:
+		return result(true, ""), nil
+	case errors.Is(err, lock.ErrTimeout):
+		return result(false, "timeout"), nil
+	case errors.Is(err, lock.ErrLost):
+		// A re-entry of this task's hold, which is lost.
+		return result(false, "lost"), nil
+	}
+	return nil, lockError(lo, err)
 }
 
 // lockError words the errors a lock call raises.
@@ -369,10 +369,18 @@ func (b *lockBinding) release(L *lua.LState, lo *lockObj, a args) int {
 		return pushAll(L, resultPair(false, "not_held"))
 	}
 	task := b.rt.CurrentTask(L)
-	return b.suspend(L, lo.kind+":release", func(complete func(Result)) func() {
+	if _, err, ok := h.ReleaseNow(); ok { // in-process: done right here
+		b.over(task, h)
+		vals, err := holdValues(err)
+		if err != nil {
+			raise(L, "%s:release: %s", lo.kind, err.Error())
+		}
+		return pushAll(L, vals)
+	}
+	return b.rt.Block(L, lo.kind+":release", func(w *Wait) func() {
 		h.Release(func(_ int, err error) {
 			b.over(task, h)
-			complete(holdOutcome(err))
+			w.Complete(holdOutcome(err))
 		})
 		return nil
 	})
@@ -391,9 +399,9 @@ func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a args) int {
 	if h == nil {
 		return pushAll(L, resultPair(false, "not_held"))
 	}
-	return b.suspend(L, lo.kind+":extend", func(complete func(Result)) func() {
+	return b.rt.Block(L, lo.kind+":extend", func(w *Wait) func() {
 		h.Refresh(ttl, func(err error) {
-			complete(holdOutcome(err))
+			w.Complete(holdOutcome(err))
 		})
 		return nil
 	})
@@ -402,17 +410,19 @@ func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a args) int {
 // holdOutcome is release's and extend's answer for err: true, or false
 // with "lost" or "not_held"; other errors raise.
 func holdOutcome(err error) Result {
-	return func() ([]lua.LValue, error) {
-		switch {
-		case err == nil:
-			return resultPair(true, ""), nil
-		case errors.Is(err, lock.ErrLost):
-			return resultPair(false, "lost"), nil
-		case errors.Is(err, lock.ErrNotHeld):
-			return resultPair(false, "not_held"), nil
-		}
-		return nil, err
+	return func() ([]lua.LValue, error) { return holdValues(err) }
+}
+
+func holdValues(err error) ([]lua.LValue, error) {
+	switch {
+	case err == nil:
+		return resultPair(true, ""), nil
+	case errors.Is(err, lock.ErrLost):
+		return resultPair(false, "lost"), nil
+	case errors.Is(err, lock.ErrNotHeld):
+		return resultPair(false, "not_held"), nil
 	}
+	return nil, err
 }
 
 // l:auto_extend(enabled [, interval_ms]): the watchdog renews the lease

@@ -60,3 +60,45 @@ func cpuTime() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkLocalMutexPair: an uncontended shield.mutex acquire+release from
+// Lua inside a task (one op = one pair); BenchmarkEmptyCallFromLua is the
+// unit lockbench's section 3 divides by.
+func BenchmarkLocalMutexPair(b *testing.B) {
+	benchLuaLoop(b, `local m = shield.mutex("bench")`, `assert(m:acquire()); assert(m:release())`)
+}
+
+func BenchmarkEmptyCallFromLua(b *testing.B) { benchLuaLoop(b, ``, `empty()`) }
+
+func benchLuaLoop(b *testing.B, setup, body string) {
+	benchLuaLoopWith(b, nil, setup, body)
+}
+
+// benchLuaLoopWith runs body b.N times in a Lua loop of one task, with
+// empty() and what globals sets up defined; it reports the process's CPU
+// time per iteration too (cpu-ns/op), steadier than wall time on a busy
+// machine.
+func benchLuaLoopWith(b *testing.B, globals func(rt *Runtime, L *lua.LState), setup, body string) {
+	L := lua.NewState(StateOptions())
+	rt, err := NewRuntime(L, &Services{Locks: testLocks(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rt.Close(time.Second); L.Close() })
+	if err := rt.Do(func(L *lua.LState) error {
+		L.SetGlobal("empty", L.NewFunction(func(*lua.LState) int { return 0 }))
+		if globals != nil {
+			globals(rt, L)
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	if err := rt.RunString(setup+"\nlocal n = ...\nfor i = 1, n do "+body+" end", "bench.lua", lua.LNumber(b.N)); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}

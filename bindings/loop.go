@@ -26,11 +26,11 @@ import (
 // done for Go code on the loop (Go).
 type batchItem struct {
 	o    store.Pending
-	p    *op
+	p    *Wait
 	done func()
 }
 
-func (rt *Runtime) enqueue(p *op, o store.Pending) {
+func (rt *Runtime) enqueue(p *Wait, o store.Pending) {
 	rt.batch = append(rt.batch, batchItem{o: o, p: p})
 	if len(rt.batch) >= flushAt {
 		rt.flush()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/core/codec"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
+	"github.com/shieldrt/shieldglobal/core/store"
 )
 
 const subscriptionType = "shield.subscription"
@@ -120,10 +121,10 @@ func (rt *Runtime) unsubscribe(L *lua.LState) int {
 		bs.Unsubscribe()
 		return 0
 	}
-	return rt.Await(L, subscriptionType+":unsubscribe", func(context.Context) (any, error) {
+	return Run(rt, L, subscriptionType+":unsubscribe", store.Work(func(context.Context) (struct{}, error) {
 		bs.Unsubscribe()
-		return nil, nil
-	}, pushNone)
+		return struct{}{}, nil
+	}), func(*lua.LState, struct{}) []lua.LValue { return nil })
 }
 
 // g:subscribe(channel, fn) -> subscription; fn(channel, message) runs as a task.
@@ -142,7 +143,7 @@ func (b *globalBinding) sub(L *lua.LState, fn string, pattern bool) int {
 	s := &subscription{rt: b.rt, fn: a.function(3), name: name, inline: b.g.Inline}
 	b.rt.Ref()
 	s.forget = b.rt.OnClose(s.close)
-	return b.rt.AwaitInline(L, b.name(fn), s.inline, func(ctx context.Context) (any, error) {
+	subscribe := func(ctx context.Context) (pubsub.Subscription, error) {
 		// Never wait forever for Redis: a subscription that cannot be
 		// confirmed in time is an error the script sees.
 		ctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
@@ -159,8 +160,13 @@ func (b *globalBinding) sub(L *lua.LState, fn string, pattern bool) int {
 			return nil, err
 		}
 		return bs, nil
-	}, func(L *lua.LState, v any) []lua.LValue {
-		s.bus = v.(pubsub.Subscription)
+	}
+	op := store.Work(subscribe)
+	if s.inline {
+		op = store.Local(func() (pubsub.Subscription, error) { return subscribe(b.rt.ctx) })
+	}
+	return Run(b.rt, L, b.name(fn), op, func(L *lua.LState, bs pubsub.Subscription) []lua.LValue {
+		s.bus = bs
 		if s.closed { // the runtime closed while subscribing
 			go s.bus.Unsubscribe()
 		}

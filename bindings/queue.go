@@ -157,6 +157,10 @@ type queueBinding struct {
 	// objs maps each core queue this runtime opened to its Lua object, so
 	// opening a name again returns the same object. Loop only.
 	objs map[any]*lua.LUserData
+	// handles are the reliable deliveries each task holds, released when
+	// it ends (the task-end hook of bit ended). Loop only.
+	handles map[*Task]map[*queueHandle]struct{}
+	ended   uint32
 }
 
 // queueObj is one queue as scripts see it.
@@ -188,7 +192,8 @@ type kindMethod struct {
 
 func (rt *Runtime) installQueues(lib *lua.LTable, q *Queues) {
 	L := rt.L
-	b := &queueBinding{rt: rt, svc: q, objs: map[any]*lua.LUserData{}}
+	b := &queueBinding{rt: rt, svc: q, objs: map[any]*lua.LUserData{}, handles: map[*Task]map[*queueHandle]struct{}{}}
+	b.ended = rt.onTaskEnd(b.taskEnded)
 	common := []kindMethod{
 		{"pop", (*queueObj).pop}, {"length", (*queueObj).length}, {"consume", (*queueObj).consume},
 		{"stats", (*queueObj).stats}, {"name", (*queueObj).nameOf},

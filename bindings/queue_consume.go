@@ -10,6 +10,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/queue"
+	"github.com/shieldrt/shieldglobal/core/store"
 )
 
 // queueConsumer is one q:consume / q:subscribe: the core's consumer
@@ -141,12 +142,17 @@ func (o *queueObj) subscribe(a args) int {
 func (o *queueObj) startSubscribe(a args, group string, fn *lua.LFunction, conc int) int {
 	c := o.newConsumer(group, fn)
 	opts := c.options(conc)
-	return o.b.rt.AwaitInline(a.L, o.call(a.fn), o.b.svc.Inline, func(ctx context.Context) (any, error) {
+	subscribe := func(ctx context.Context) (queue.StopFunc, error) {
 		ctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
 		defer cancel()
 		return o.bc.Subscribe(ctx, group, opts, c.handle)
-	}, func(L *lua.LState, v any) []lua.LValue {
-		return []lua.LValue{c.started(L, v.(queue.StopFunc))}
+	}
+	op := store.Work(subscribe)
+	if o.b.svc.Inline {
+		op = store.Local(func() (queue.StopFunc, error) { return subscribe(o.b.rt.ctx) })
+	}
+	return Run(o.b.rt, a.L, o.call(a.fn), op, func(L *lua.LState, stop queue.StopFunc) []lua.LValue {
+		return []lua.LValue{c.started(L, stop)}
 	})
 }
 
@@ -284,15 +290,16 @@ func (c *queueConsumer) stopLua(a args) int {
 		a.L.Push(lua.LTrue)
 		return 1
 	}
-	return rt.Suspend(a.L, queueConsumerType+":stop", func(complete func(Result)) {
+	return rt.Block(a.L, queueConsumerType+":stop", func(w *Wait) func() {
 		go func() {
 			<-c.done
-			complete(func() ([]lua.LValue, error) {
+			w.Complete(func() ([]lua.LValue, error) {
 				if c.stopErr != nil {
 					return values(lua.LFalse, lua.LString(c.stopErr.Error()))
 				}
 				return values(lua.LTrue)
 			})
 		}()
+		return nil
 	})
 }

@@ -70,14 +70,14 @@ func (o *queueObj) hold(h *queueHandle) {
 		rt.OnClose(o.releaseHeld)
 	}
 	o.held[h] = struct{}{}
-	if h.task != nil {
-		rt.OnTaskEnd(h.task, h, func() {
-			if o.unhold(h) && !h.d.Settled() {
-				rt.log.Warn("shield: queue: a task ended holding a reliable message without ack or nack; released for immediate redelivery",
-					"queue", o.name, "id", h.d.ID, "task", h.task.Name)
-				o.release(h.d)
-			}
-		})
+	if t := h.task; t != nil {
+		hs := o.b.handles[t]
+		if hs == nil {
+			hs = map[*queueHandle]struct{}{}
+			o.b.handles[t] = hs
+		}
+		hs[h] = struct{}{}
+		rt.markTask(t, o.b.ended)
 	}
 	if o.extendTimer == nil {
 		o.extendTimer = time.AfterFunc(o.extendEvery(), func() { rt.Post(o.extendHeld) })
@@ -90,10 +90,26 @@ func (o *queueObj) unhold(h *queueHandle) bool {
 		return false
 	}
 	delete(o.held, h)
-	if h.task != nil {
-		o.b.rt.ForgetTaskEnd(h.task, h)
+	if hs := o.b.handles[h.task]; hs != nil {
+		delete(hs, h)
+		if len(hs) == 0 {
+			delete(o.b.handles, h.task)
+		}
 	}
 	return true
+}
+
+// taskEnded releases the deliveries task t still held, for immediate
+// redelivery. Loop only.
+func (b *queueBinding) taskEnded(t *Task) {
+	for h := range b.handles[t] {
+		if h.o.unhold(h) && !h.d.Settled() {
+			b.rt.log.Warn("shield: queue: a task ended holding a reliable message without ack or nack; released for immediate redelivery",
+				"queue", h.o.name, "id", h.d.ID, "task", t.Name)
+			h.o.release(h.d)
+		}
+	}
+	delete(b.handles, t)
 }
 
 func (o *queueObj) extendEvery() time.Duration {

@@ -31,14 +31,13 @@ type popKind[T any] struct {
 // message. Whoever learns last that the task is gone gives the message back:
 // the delivery (any goroutine) or the task-end cleanup (loop).
 type popState[T any] struct {
-	task        *Task       // nil outside tasks
-	cancel      func() bool // the pending PopWait, if any; loop only
-	forgetClose func()      // loop only
-	mu          sync.Mutex  // guards the fields below
-	v           T           // a message delivered and not yet taken by the task
-	have        bool
-	taken       bool
-	ended       bool // the task ended (or the runtime closed it) before taking it
+	task   *Task       // nil outside tasks
+	cancel func() bool // the pending PopWait, if any; loop only
+	mu     sync.Mutex  // guards the fields below
+	v      T           // a message delivered and not yet taken by the task
+	have   bool
+	taken  bool
+	ended  bool // the task ended (or the runtime closed it) before taking it
 }
 
 // pop runs a pop of up to timeout (0: one non-blocking attempt). On Redis
@@ -49,14 +48,9 @@ type popState[T any] struct {
 // wait, and a message that reached it too late goes back (see giveBack).
 func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, k popKind[T]) int {
 	rt := o.b.rt
-	mode := rt.callMode(L)
-	switch {
-	case mode == modeForbidden:
-		rt.refuseBlock(L, name)
-	case timeout <= 0 && (o.b.svc.Inline || mode == modeSync):
-		// One attempt that completes here (a local op, or the loop itself
-		// waits outside tasks, as Run does): nothing to give back.
-		st := &popState[T]{task: rt.running, forgetClose: func() {}}
+	if timeout <= 0 && o.b.svc.Inline {
+		// One attempt that completes here (a local op): nothing to give back.
+		st := &popState[T]{task: rt.running}
 		v, err := k.first().Do(rt.ctx)
 		vals, err := st.result(rt, k, v, err)
 		if err != nil {
@@ -64,8 +58,8 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 		}
 		return pushAll(L, vals)
 	}
-	return rt.Suspend(L, name, func(complete func(Result)) {
-		st := &popState[T]{task: rt.running, forgetClose: func() {}}
+	return rt.Block(L, name, func(w *Wait) func() {
+		st := &popState[T]{task: w.Task()}
 		deadline := time.Now().Add(timeout)
 		deliver := func(v T, err error) { // any goroutine, once
 			st.mu.Lock()
@@ -78,98 +72,78 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 			}
 			st.v, st.have = v, err == nil
 			st.mu.Unlock()
-			complete(func() ([]lua.LValue, error) { return st.result(rt, k, v, err) })
-		}
-		if st.task != nil {
-			rt.OnTaskEnd(st.task, st, st.taskEnded(k))
+			w.Complete(func() ([]lua.LValue, error) { return st.result(rt, k, v, err) })
 		}
 		if timeout > 0 {
-			st.forgetClose = rt.OnClose(func() {
-				// The runtime closes: end the wait now, not at its timeout.
-				if st.cancel == nil || st.cancel() {
-					complete(closingResult)
-				}
-			})
+			w.EndOnClose() // the runtime closes: end the wait now, not at its timeout
 		}
 		wait := func(d time.Duration) { st.cancel = k.w.PopWait(d, deliver) }
-		switch {
-		case mode == modeYield && !o.b.svc.Inline:
-			// The first pop shares the loop turn's pipeline, whose deadline
-			// is the client's (global.redis.read_timeout), not this pop's:
-			// a Redis that does not answer must not hold the task past its
-			// timeout, so a timer ends the wait at the deadline with the
-			// error, and a reply that comes after it goes back.
-			gaveUp, answered := false, false // loop only
-			stopTimer := func() bool { return false }
-			if timeout > 0 {
-				t := time.AfterFunc(timeout, func() {
-					rt.Post(func() {
-						if answered {
-							return
-						}
-						gaveUp = true
-						var zero T
-						deliver(zero, queue.Unanswered(o.name, timeout))
-					})
-				})
-				stopTimer = t.Stop
-			}
-			Go(rt, k.first(), func(v T, err error) { // on the loop
-				answered = true
-				stopTimer()
-				switch {
-				case gaveUp:
-					if err == nil {
-						k.giveBack(v)
-					}
-				case err == nil || timeout <= 0 || errors.Is(err, queue.ErrClosed):
-					deliver(v, err)
-				case time.Until(deadline) <= 0:
-					if errors.Is(err, queue.ErrEmpty) {
-						err = queue.ErrTimeout
-					}
-					deliver(v, err) // the queue was empty, or Redis failed
-				default: // empty, or Redis trouble: the backend's wait retries
-					st.mu.Lock()
-					ended := st.ended
-					st.mu.Unlock()
-					if ended {
-						return
-					}
-					if !errors.Is(err, store.ErrNoAnswer) {
-						wait(time.Until(deadline))
-						return
-					}
-					// Redis already let this pop go unanswered for the
-					// client's whole deadline: a wait that ends without a
-					// message says so, even if the notifier's own pop has
-					// been in flight for less than queue.NoAnswerAfter.
-					st.cancel = k.w.PopWait(time.Until(deadline), func(v T, werr error) {
-						if errors.Is(werr, queue.ErrTimeout) {
-							werr = err
-						}
-						deliver(v, werr)
-					})
-				}
-			})
-		default:
+		if o.b.svc.Inline {
 			wait(timeout)
+			return st.giveUp(k)
 		}
+		// The first pop shares the loop turn's pipeline, whose deadline
+		// is the client's (global.redis.read_timeout), not this pop's:
+		// a Redis that does not answer must not hold the task past its
+		// timeout, so a timer ends the wait at the deadline with the
+		// error, and a reply that comes after it goes back.
+		gaveUp, answered := false, false         // loop only
+		Go(rt, k.first(), func(v T, err error) { // on the loop
+			answered = true
+			switch {
+			case gaveUp:
+				if err == nil {
+					k.giveBack(v)
+				}
+			case err == nil || timeout <= 0 || errors.Is(err, queue.ErrClosed):
+				deliver(v, err)
+			case time.Until(deadline) <= 0:
+				if errors.Is(err, queue.ErrEmpty) {
+					err = queue.ErrTimeout
+				}
+				deliver(v, err) // the queue was empty, or Redis failed
+			default: // empty, or Redis trouble: the backend's wait retries
+				st.mu.Lock()
+				ended := st.ended
+				st.mu.Unlock()
+				if ended {
+					return
+				}
+				if !errors.Is(err, store.ErrNoAnswer) {
+					wait(time.Until(deadline))
+					return
+				}
+				// Redis already let this pop go unanswered for the
+				// client's whole deadline: a wait that ends without a
+				// message says so, even if the notifier's own pop has
+				// been in flight for less than queue.NoAnswerAfter.
+				st.cancel = k.w.PopWait(time.Until(deadline), func(v T, werr error) {
+					if errors.Is(werr, queue.ErrTimeout) {
+						werr = err
+					}
+					deliver(v, werr)
+				})
+			}
+		})
+		if timeout > 0 {
+			w.After(timeout, func() {
+				if answered {
+					return
+				}
+				gaveUp = true
+				var zero T
+				deliver(zero, queue.Unanswered(o.name, timeout))
+			})
+		}
+		return st.giveUp(k)
 	})
 }
-
-// closingResult ends a wait the closing runtime cut short.
-func closingResult() ([]lua.LValue, error) { return nil, errClosing }
 
 // result runs on the loop when the task takes the outcome.
 func (st *popState[T]) result(rt *Runtime, k popKind[T], v T, err error) ([]lua.LValue, error) {
 	st.mu.Lock()
 	st.taken = true
 	st.mu.Unlock()
-	if st.task != nil {
-		rt.ForgetTaskEnd(st.task, st)
-	}
-	st.forgetClose()
 	switch {
 	case err == nil:
 		return k.convert(rt.L, st.task, v), nil
@@ -183,10 +157,11 @@ func (st *popState[T]) result(rt *Runtime, k popKind[T], v T, err error) ([]lua.
 	return nil, err
 }
 
-// taskEnded is the cleanup of a task that ends while its pop is pending.
-func (st *popState[T]) taskEnded(k popKind[T]) func() {
+// giveUp is the pop's cancel (see Block): the task will not take the
+// outcome, so the wait is withdrawn, and a message that reached it goes
+// back.
+func (st *popState[T]) giveUp(k popKind[T]) func() {
 	return func() {
-		st.forgetClose()
 		if st.cancel != nil && st.cancel() {
 			return // withdrawn: the backend keeps the message
 		}

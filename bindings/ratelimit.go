@@ -1,7 +1,6 @@
 package bindings
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"strings"
@@ -353,20 +352,12 @@ func (b *limiterBinding) tbWait(L *lua.LState) int {
 		L.Push(luaTimeout)
 		return 2
 	}
-	rt := b.rt
-	return rt.Suspend(L, o.call+":wait", func(complete func(Result)) {
-		var cancel func() bool
-		forget := rt.untilEnd(func() {
-			if cancel() {
-				complete(closing)
-			}
+	return b.rt.Block(L, o.call+":wait", func(w *Wait) func() {
+		w.EndOnClose()
+		cancel := o.l.Wait(key, n, d, func(ok bool, _ ratelimit.Reason) {
+			w.Complete(func() ([]lua.LValue, error) { return waited(ok), nil })
 		})
-		cancel = o.l.Wait(key, n, d, func(ok bool, _ ratelimit.Reason) {
-			complete(func() ([]lua.LValue, error) {
-				forget()
-				return waited(ok), nil
-			})
-		})
+		return func() { cancel() }
 	})
 }
 
@@ -375,29 +366,6 @@ func waited(ok bool) []lua.LValue {
 		return []lua.LValue{lua.LTrue}
 	}
 	return []lua.LValue{lua.LFalse, luaTimeout}
-}
-
-func closing() ([]lua.LValue, error) { return nil, errClosing }
-
-// untilEnd arranges for stop to run if the calling task ends or the
-// runtime closes before the wait it belongs to finished; the returned
-// forget (loop only, idempotent) drops both arrangements once it did.
-// Loop only.
-func (rt *Runtime) untilEnd(stop func()) (forget func()) {
-	t := rt.running
-	key := new(byte)
-	var forgetClose func()
-	forget = func() {
-		if t != nil {
-			rt.ForgetTaskEnd(t, key)
-		}
-		forgetClose()
-	}
-	forgetClose = rt.OnClose(func() { forget(); stop() })
-	if t != nil {
-		rt.OnTaskEnd(t, key, func() { forget(); stop() })
-	}
-	return forget
 }
 
 // ---- sliding window: one Redis script per decision
@@ -435,16 +403,9 @@ func (b *limiterBinding) swAllow(L *lua.LState) int {
 			return result(o.l.Outcome(d, err))()
 		})
 	}
-	switch rt.callMode(L) {
-	case modeForbidden:
-		rt.refuseBlock(L, name)
-	case modeSync:
-		ctx, cancel := context.WithTimeout(rt.ctx, o.l.Timeout())
-		defer cancel()
-		return rt.returnResult(L, name, result(o.l.Outcome(op.Do(ctx))))
-	}
-	return rt.Suspend(L, name, func(complete func(Result)) {
-		swTry(rt, o.l, key, op, func(d ratelimit.Decision, err error) { complete(result(d, err)) })
+	return rt.Block(L, name, func(w *Wait) func() {
+		swTry(w, o.l, key, op, func(d ratelimit.Decision, err error) { w.Complete(result(d, err)) })
+		return nil
 	})
 }
 
@@ -455,26 +416,23 @@ func (b *limiterBinding) swAllow(L *lua.LState) int {
 // seconds), too long for a limiter that must answer "unavailable" in well
 // under a second; a reply that comes after done was called is only counted
 // (Unanswered).
-func swTry(rt *Runtime, l *ratelimit.SlidingWindow, key string, op *store.Op[ratelimit.Decision], done func(ratelimit.Decision, error)) {
+func swTry(w *Wait, l *ratelimit.SlidingWindow, key string, op *store.Op[ratelimit.Decision], done func(ratelimit.Decision, error)) {
 	if op.Kind() != store.KindRedis {
-		Go(rt, op, func(d ratelimit.Decision, err error) { done(l.Outcome(d, err)) })
+		Go(w.rt, op, func(d ratelimit.Decision, err error) { done(l.Outcome(d, err)) })
 		return
 	}
 	settled := false // loop only
-	timeout := l.Timeout()
-	timer := time.AfterFunc(timeout, func() {
-		rt.Post(func() {
-			if !settled {
-				settled = true
-				done(l.Unanswered(key, timeout), nil)
-			}
-		})
-	})
-	Go(rt, op, func(d ratelimit.Decision, err error) {
+	Go(w.rt, op, func(d ratelimit.Decision, err error) {
 		if !settled {
 			settled = true
-			timer.Stop()
 			done(l.Outcome(d, err))
+		}
+	})
+	timeout := l.Timeout()
+	w.After(timeout, func() {
+		if !settled {
+			settled = true
+			done(l.Unanswered(key, timeout), nil)
 		}
 	})
 }
@@ -517,69 +475,32 @@ func (b *limiterBinding) swWait(L *lua.LState) int {
 		}
 		return max(dec.RetryAfter, time.Millisecond), true
 	}
-	if rt.callMode(L) == modeSync {
-		// Outside any task the loop itself waits (Suspend would too).
-		for {
-			dec, err := o.l.Allow(rt.ctx, key, n)
-			if err != nil {
-				raise(L, "%s: %s", name, err.Error())
-			}
-			if dec.Allowed || dec.Reason == ratelimit.Unavailable {
-				return pushAll(L, windowWaited(dec))
-			}
-			sleep, again := next(dec)
-			time.Sleep(sleep)
-			if !again {
-				return pushAll(L, waited(false))
-			}
-		}
-	}
-	return rt.Suspend(L, name, func(complete func(Result)) {
+	return rt.Block(L, name, func(w *Wait) func() {
 		// Everything below runs on the loop: the tries are ops of the loop
 		// (Go), and the timer only posts the next try.
-		var timer *time.Timer
-		over := false
-		forget := rt.untilEnd(func() {
-			over = true
-			if timer != nil {
-				timer.Stop()
-			}
-			complete(closing)
-		})
-		finish := func(r Result) {
-			over = true
-			complete(func() ([]lua.LValue, error) { forget(); return r() })
-		}
+		w.EndOnClose()
 		var try func()
 		try = func() {
-			if over {
-				return
-			}
-			swTry(rt, o.l, key, o.l.AllowOp(key, n), func(dec ratelimit.Decision, err error) {
-				if over {
-					return
-				}
-				if err != nil {
-					finish(func() ([]lua.LValue, error) { return nil, err })
-					return
-				}
-				if dec.Allowed || dec.Reason == ratelimit.Unavailable {
-					finish(func() ([]lua.LValue, error) { return windowWaited(dec), nil })
-					return
-				}
-				sleep, again := next(dec)
-				timer = time.AfterFunc(sleep, func() {
-					rt.Post(func() {
+			swTry(w, o.l, key, o.l.AllowOp(key, n), func(dec ratelimit.Decision, err error) {
+				switch {
+				case err != nil:
+					w.Complete(func() ([]lua.LValue, error) { return nil, err })
+				case dec.Allowed || dec.Reason == ratelimit.Unavailable:
+					w.Complete(func() ([]lua.LValue, error) { return windowWaited(dec), nil })
+				default:
+					sleep, again := next(dec)
+					w.After(sleep, func() {
 						if again {
 							try()
-						} else if !over {
-							finish(func() ([]lua.LValue, error) { return waited(false), nil })
+						} else {
+							w.Complete(func() ([]lua.LValue, error) { return waited(false), nil })
 						}
 					})
-				})
+				}
 			})
 		}
 		try()
+		return nil
 	})
 }
 

@@ -37,6 +37,8 @@ type Runtime struct {
 	stopOnce sync.Once
 	stopFns  []func() // OnStop
 
+	syncing atomic.Pointer[syncWait] // the call the loop waits in outside any task, if any
+
 	ctx context.Context // cancelled when the runtime stops or its module closes; in-flight work sees it
 	// modDone is closed when the module closes (nil: never); see moduleClosed.
 	modDone <-chan struct{}
@@ -62,7 +64,9 @@ type Runtime struct {
 	spareThreads []spareThread
 	threadOpts   lua.Options
 	running      *Task                       // the task being resumed now
-	parked       map[*lua.LState]*op         // coroutines of tasks inside a pending call
+	parked       map[*lua.LState]*Wait       // coroutines of tasks inside a pending call
+	atOnce       *Wait                       // a call that may not wait, while it starts (see Block)
+	endHooks     []func(*Task)               // capabilities' task-end hooks (onTaskEnd)
 	owners       map[*lua.LState]*lua.LState // pcall workers -> the coroutine they run for (nil: main)
 	keepalive    int
 	idle         []chan struct{}
@@ -104,7 +108,7 @@ func NewRuntime(L *lua.LState, svc *Services) (*Runtime, error) {
 	rt := &Runtime{
 		L: L, svc: svc, log: log,
 		ctx: ctx, cancel: cancel, modDone: modDone, done: make(chan struct{}), jobs: make(chan func()),
-		threads: map[*lua.LState]*Task{}, parked: map[*lua.LState]*op{}, owners: map[*lua.LState]*lua.LState{}, closers: map[int]func(){},
+		threads: map[*lua.LState]*Task{}, parked: map[*lua.LState]*Wait{}, owners: map[*lua.LState]*lua.LState{}, closers: map[int]func(){},
 		threadOpts: threadOptions(L.Options),
 	}
 	rt.vm = &vmContext{kill: make(chan struct{}), rt: rt}

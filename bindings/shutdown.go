@@ -94,6 +94,7 @@ func (rt *Runtime) Close(grace time.Duration) {
 
 	idle := make(chan struct{})
 	rt.Post(func() {
+		rt.endWaits()
 		for len(rt.closers) > 0 {
 			for id, fn := range rt.closers {
 				delete(rt.closers, id)

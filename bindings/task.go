@@ -3,6 +3,7 @@ package bindings
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 	"sync/atomic"
 
@@ -27,15 +28,16 @@ type Task struct {
 	results []lua.LValue // what the task function returned
 
 	owner   string // OwnerID, built once
-	waiting *op    // the blocking call the task is suspended in, if any
+	waiting *Wait  // the blocking call the task is suspended in, if any
 	ended   bool
 	// killedAt is the line the task was at when Close's interrupt stopped
 	// the Lua it ran (see vmContext.slow).
 	killedAt string
 	closed   bool // its pending call was ended by the closing runtime
-	// cleanups run when the task ends, in reverse order: holds the task
-	// still has are released there. Keyed so a released hold removes its own.
-	cleanups map[any]func()
+	// ends has the bits of the task-end hooks to run when it ends (see
+	// onTaskEnd): a capability marks a task that took something it must
+	// give back (a lock hold, a reliable message).
+	ends uint32
 }
 
 // TaskError is an uncaught error of a task, with its Lua traceback.
@@ -243,9 +245,12 @@ func (rt *Runtime) finishTask(t *Task, err error, reusable bool) {
 		cause = rt.vm.aimed(t.group)
 	}
 	t.ended = true
-	t.waiting = nil
+	if w := t.waiting; w != nil {
+		rt.unpark(w)
+		w.abandon() // the task will not take the call's result
+	}
 	rt.live.Add(-1)
-	rt.runCleanups(t)
+	rt.runEndHooks(t)
 	delete(rt.threads, t.co)
 	if reusable && len(rt.spareThreads) < maxSpareThreads && t.runs+1 < retireThreadAfter {
 		rt.threads[t.co] = nil
@@ -327,29 +332,33 @@ func (rt *Runtime) interruptGroup(g *Group, cause error) {
 	})
 }
 
-// OnTaskEnd registers fn to run on the loop when task t ends (normally, by
-// an error, or when the runtime closes), under key; ForgetTaskEnd(t, key)
-// drops it. Loop only.
-func (rt *Runtime) OnTaskEnd(t *Task, key any, fn func()) {
-	if t.ended {
-		fn()
-		return
+// onTaskEnd registers a capability's task-end hook, once, at install: fn
+// runs on the loop for every task marked with the returned bit (see
+// Task.mark) when it ends — normally, by an error, interrupted, or when the
+// runtime closes. Loop only.
+func (rt *Runtime) onTaskEnd(fn func(t *Task)) uint32 {
+	if len(rt.endHooks) == 32 {
+		panic("shield: too many task-end hooks")
 	}
-	if t.cleanups == nil {
-		t.cleanups = map[any]func(){}
-	}
-	t.cleanups[key] = fn
+	rt.endHooks = append(rt.endHooks, fn)
+	return 1 << (len(rt.endHooks) - 1)
 }
 
-// ForgetTaskEnd drops the cleanup registered under key. Loop only.
-func (rt *Runtime) ForgetTaskEnd(t *Task, key any) { delete(t.cleanups, key) }
+// mark makes the task-end hook of bit run when t ends (at once if t has
+// ended). Loop only.
+func (rt *Runtime) markTask(t *Task, bit uint32) {
+	if t.ended {
+		rt.endHooks[bits.TrailingZeros32(bit)](t)
+		return
+	}
+	t.ends |= bit
+}
 
-func (rt *Runtime) runCleanups(t *Task) {
-	for len(t.cleanups) > 0 {
-		for key, fn := range t.cleanups {
-			delete(t.cleanups, key)
-			fn()
-		}
+func (rt *Runtime) runEndHooks(t *Task) {
+	for t.ends != 0 {
+		i := bits.TrailingZeros32(t.ends)
+		t.ends &^= 1 << i
+		rt.endHooks[i](t)
 	}
 }
 

@@ -81,6 +81,40 @@ func (l *Lock) Acquire(owner Owner, timeout time.Duration, done func(*Hold, erro
 	return func() { w.giveUp(ErrTimeout) }
 }
 
+// TryNow is the fast path of an in-process Acquire: one attempt made right
+// here, with no waiter, no timer and no callback. It returns the hold (a
+// new one, or a re-entry of owner's) and true when the lock was free; false
+// with a nil error when it is taken (nothing changed: call Acquire to wait);
+// or the errors Acquire reports at once (ErrReentry, ErrLost, ErrUpgrade).
+// A distributed lock always returns false (it needs the backend).
+func (l *Lock) TryNow(owner Owner) (*Hold, bool, error) {
+	if l.scope != InProcess {
+		return nil, false, nil
+	}
+	s := l.s
+	key := l.key(owner.String())
+	if h := s.holds[key]; h != nil && !h.released {
+		if !l.set.Reentrant {
+			return nil, false, opErr("acquire", l.name, ErrReentry)
+		}
+		if h.Lost() {
+			return nil, false, opErr("acquire", l.name, ErrLost)
+		}
+	}
+	lh, ok, err := s.svc.local.TryAcquire(local.Request{Name: l.name, Owner: key.owner, Mode: l.mode, Reentrant: l.set.Reentrant, TTL: l.set.TTL})
+	switch {
+	case err != nil:
+		return nil, false, opErr("acquire", l.name, err)
+	case !ok:
+		return nil, false, nil
+	}
+	var from time.Time // see grantedLocal
+	if !lh.ExpiresAt.IsZero() && l.set.TTL > 0 {
+		from = lh.ExpiresAt.Add(-l.set.TTL)
+	}
+	return s.hold(l, key, owner, grantOf(lh, l.set.TTL), from, false), true, nil
+}
+
 // waiter is one Acquire in progress.
 type waiter struct {
 	l        *Lock

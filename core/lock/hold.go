@@ -334,23 +334,46 @@ func (h *Hold) Release(done func(remaining int, err error)) {
 	run(s.loop, h.lock.be.Release(k.name, k.owner, k.mode, h.token, keep), func(_ None, err error) { h.released1(keep, err, done) })
 }
 
-func (h *Hold) released1(n int, err error, done func(int, error)) {
+func (h *Hold) released1(n int, err error, done func(int, error)) { done(h.settle(n, err)) }
+
+// ReleaseNow is Release for an in-process hold, which completes right here:
+// it returns Release's outcome and true, or false for a distributed hold
+// (call Release).
+func (h *Hold) ReleaseNow() (remaining int, err error, ok bool) {
+	k := h.key
+	switch {
+	case k.scope != InProcess:
+		return 0, nil, false
+	case h.released:
+		return 0, opErr("release", k.name, ErrNotHeld), true
+	case h.Lost():
+		h.dropAll()
+		return 0, opErr("release", k.name, ErrLost), true
+	}
+	n, err := h.s.releaseLocal(k.name, k.owner, k.mode, false)
+	n, err = h.settle(n, err)
+	return n, err, true
+}
+
+// settle ends a release the backend answered with the remaining count n or
+// err: Release's outcome.
+func (h *Hold) settle(n int, err error) (int, error) {
 	switch {
 	case h.released:
-		done(0, opErr("release", h.key.name, ErrNotHeld))
+		return 0, opErr("release", h.key.name, ErrNotHeld)
 	case err == nil && n > 0:
 		h.count = n
 		if h.gate {
 			_, _ = h.s.releaseLocal(gateName(h.key.name), h.key.owner, h.key.mode, false)
 		}
-		done(n, nil)
+		return n, nil
 	case err == nil:
 		h.end()
-		done(0, nil)
+		return 0, nil
 	case isNotHeld(err):
 		h.markLost(errTakenOver)
 		h.end()
-		done(0, opErr("release", h.key.name, ErrLost))
+		return 0, opErr("release", h.key.name, ErrLost)
 	default:
 		// Redis did not confirm the release (no answer, an error). The task
 		// asked to let go, so here it does: a level less (the next release
@@ -369,7 +392,7 @@ func (h *Hold) released1(n int, err error, done func(int, error)) {
 		} else {
 			h.end()
 		}
-		done(n, opErr("release", h.key.name, fmt.Errorf("%w (the hold ended here; the lock frees itself when its lease runs out)", err)))
+		return n, opErr("release", h.key.name, fmt.Errorf("%w (the hold ended here; the lock frees itself when its lease runs out)", err))
 	}
 }
 

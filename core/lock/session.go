@@ -210,6 +210,17 @@ func (s *Session) CancelWaits(err error) {
 	}
 }
 
+// AbandonOwner abandons every hold owner (an owner string) has or had
+// in the session (see Hold.Abandon): its task ended. task names the task in
+// the warnings.
+func (s *Session) AbandonOwner(owner, task string) {
+	for k, h := range s.holds {
+		if k.owner == owner {
+			h.Abandon(task)
+		}
+	}
+}
+
 // Active returns the number of the session's live holds and pending
 // acquires.
 func (s *Session) Active() (holds, waits int) {

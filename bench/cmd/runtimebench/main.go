@@ -184,8 +184,9 @@ func newRuntime(mod *shieldglobal.Module, L *lua.LState) *shieldglobal.Runtime {
 		L.SetGlobal("empty", L.NewFunction(func(*lua.LState) int { return 0 }))
 		// block completes on the loop's next turn: one full yield and resume.
 		L.SetGlobal("block", L.NewFunction(func(L *lua.LState) int {
-			return rt.Suspend(L, "block", func(complete func(bindings.Result)) {
-				rt.Post(func() { complete(func() ([]lua.LValue, error) { return nil, nil }) })
+			return rt.Block(L, "block", func(w *bindings.Wait) func() {
+				rt.Post(func() { w.Complete(func() ([]lua.LValue, error) { return nil, nil }) })
+				return nil
 			})
 		}))
 		return nil

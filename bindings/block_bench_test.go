@@ -1,0 +1,20 @@
+package bindings
+
+import (
+	"testing"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// BenchmarkYieldRoundTrip: a blocking call that completes on the loop's
+// next turn (one yield and resume of the task), from Lua in a loop.
+func BenchmarkYieldRoundTrip(b *testing.B) {
+	benchLuaLoopWith(b, func(rt *Runtime, L *lua.LState) {
+		L.SetGlobal("block", L.NewFunction(func(L *lua.LState) int {
+			return rt.Block(L, "block", func(w *Wait) func() {
+				rt.Post(func() { w.Complete(noResults) })
+				return nil
+			})
+		}))
+	}, ``, `block()`)
+}
