@@ -122,7 +122,8 @@ func (m *Module) opsState(ctx context.Context) (ops.State, error) {
 
 // startOps starts the ops HTTP endpoint (ops.enabled).
 func (m *Module) startOps() error {
-	srv, err := ops.Listen(m.cfg.Ops, ops.Sources{State: m.opsState, Scheduler: m.opsScheduler, Gatherer: m.metrics.Gatherer()}, m.log)
+	srv, err := ops.Listen(m.cfg.Ops, ops.Sources{State: m.opsState, Scheduler: m.opsScheduler, Gatherer: m.metrics.Gatherer(),
+		Console: opsConsole{m}}, m.log)
 	if err != nil {
 		return fmt.Errorf("shield: %w", err)
 	}

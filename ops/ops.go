@@ -3,6 +3,7 @@
 //	GET /ops/global     the spec's JSON: local cache, locks, ranks, queues, rate limiters
 //	GET /ops/scheduler  the spec's JSON: every scheduled task
 //	GET /metrics        Prometheus text exposition
+//	GET /ops/           the web console, and its JSON API under /ops/api/ (console.go)
 //
 // It listens on loopback by default (ops.listen) and, with ops.token set,
 // answers only requests carrying "Authorization: Bearer <token>": anything
@@ -106,6 +107,8 @@ type Sources struct {
 	Scheduler func(ctx context.Context) (Scheduler, error)
 	// Gatherer is what /metrics exposes (Metrics.Registry).
 	Gatherer prometheus.Gatherer
+	// Console backs the web console's pages and actions (console.go).
+	Console Console
 }
 
 // Server is a running ops endpoint.
@@ -161,8 +164,11 @@ func Listen(cfg config.Ops, src Sources, log *slog.Logger) (*Server, error) {
 		// exposes the rest; the error is logged.
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
+	open := http.NewServeMux()
+	mountConsole(open, mux, cfg.Admin, src, log)
+	open.Handle("/", authorized(cfg.Token, mux))
 	s := &Server{ln: ln, log: log, srv: &http.Server{
-		Handler:           authorized(cfg.Token, mux),
+		Handler:           open,
 		ReadHeaderTimeout: 5 * time.Second,
 	}}
 	go func() {

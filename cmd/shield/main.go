@@ -36,6 +36,7 @@ func init() {
 			"run a script; stays up while it has subscriptions or scheduled work", cmdRun},
 		{"test", "[--config FILE] [--timeout 10s] [--output human|tap|junit] [paths...]",
 			"run *_spec.lua files (default testdata/lua); --timeout bounds each test", cmdTest},
+		{"ops", opsSynopsis, "admin CLI on Redis: list queues, dead letters and tasks, requeue, pause/resume/remove, boards, locks", cmdOps},
 	}
 }
 
