@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -78,7 +77,7 @@ func (c opsConsole) DeadLetters(ctx context.Context, name string, limit int) ([]
 	for _, dl := range dls {
 		p, cut := ops.Preview(dl.Body)
 		out = append(out, ops.DeadLetterView{ID: dl.ID, MessageID: dl.MessageID, Group: dl.Group, Deliveries: dl.Deliveries,
-			At: dl.At.UTC().Format(time.RFC3339Nano), Preview: p, Size: len(dl.Body), Truncated: cut})
+			At: ops.DeadAt(dl.At), Preview: p, Size: len(dl.Body), Truncated: cut})
 	}
 	return out, nil
 }

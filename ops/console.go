@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The web console (GET /ops/) and its JSON API (/ops/api/...): pages for
@@ -101,6 +102,9 @@ func Preview(body []byte) (string, bool) {
 	}
 	return strings.ToValidUTF8(string(body), "\uFFFD"), cut
 }
+
+// DeadAt formats a dead letter's time: RFC 3339 in UTC with milliseconds.
+func DeadAt(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
 // TaskView is one scheduler task on the tasks page. Status is "active",
 // "paused" or "failing" (the latest firing failed after its retries).
@@ -207,7 +211,8 @@ func mountConsole(open, api *http.ServeMux, admin bool, src Sources, log *slog.L
 	files, _ := fs.Sub(consoleFiles, "console")
 	static := http.StripPrefix("/ops/", http.FileServerFS(files))
 	open.Handle("GET /ops/{$}", noStore(static))
-	open.Handle("GET /ops/assets/", noStore(static))
+	open.Handle("GET /ops/assets/{file}", noStore(static)) // files only: no directory listing
+	open.Handle("GET /ops", http.RedirectHandler("/ops/", http.StatusMovedPermanently))
 
 	c := src.Console
 	read := func(path, what string, fn func(r *http.Request, ctx context.Context) (any, error)) {

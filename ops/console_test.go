@@ -176,6 +176,9 @@ func TestConsoleActionRefusals(t *testing.T) {
 	if got, body := do(t, "GET", base+"/ops/", nil, ""); got != 200 || !strings.Contains(body, "assets/console.js") {
 		t.Fatalf("GET /ops/ without token: %d %.100s", got, body)
 	}
+	if got, body := do(t, "GET", base+"/ops/assets/console.js", nil, ""); got != 200 || !strings.Contains(body, "Authorization") {
+		t.Fatalf("GET console.js: %d", got)
+	}
 	if got, _ := do(t, "GET", base+"/ops/api/queues", nil, ""); got != 401 {
 		t.Fatalf("GET /ops/api/queues without token: %d", got)
 	}

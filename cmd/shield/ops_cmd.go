@@ -265,7 +265,7 @@ func (a *admin) dead(ctx context.Context, out *opsOut, name string, limit int) e
 	for _, dl := range dls {
 		p, cut := ops.Preview(dl.Body)
 		views = append(views, ops.DeadLetterView{ID: dl.ID, MessageID: dl.MessageID, Group: dl.Group, Deliveries: dl.Deliveries,
-			At: dl.At.UTC().Format(time.RFC3339Nano), Preview: p, Size: len(dl.Body), Truncated: cut})
+			At: ops.DeadAt(dl.At), Preview: p, Size: len(dl.Body), Truncated: cut})
 	}
 	return out.print(map[string]any{"queue": name, "dead_letters": views}, func(w *tabwriter.Writer) {
 		fmt.Fprintln(w, "ID\tMESSAGE ID\tGROUP\tDELIVERIES\tAT\tPAYLOAD")
