@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -43,10 +44,25 @@ var errQueuesOff = fmt.Errorf("%w: queues are disabled (queue.enabled: false)", 
 func (c opsConsole) Queues(ctx context.Context) ([]ops.QueueView, error) {
 	qs, err := c.m.QueueStats(ctx)
 	out := make([]ops.QueueView, 0, len(qs))
+	oldest := make([]*store.Op[time.Time], 0, len(qs))
 	for _, q := range qs {
 		out = append(out, ops.QueueView{Name: q.Name, Kind: q.Kind.String(), Length: q.Length, InFlight: q.InFlight,
 			Ready: q.Ready, Pending: q.Pending, Retrying: q.Retrying, Consumers: q.Consumers,
 			LocalConsumers: int64(q.LocalConsumers), DeadLetters: q.DeadLetters})
+		h, ferr := queue.Find(c.m.queueBackend, q.Name)
+		if ferr != nil {
+			oldest = append(oldest, store.Failed[time.Time](ferr))
+			continue
+		}
+		oldest = append(oldest, h.Oldest())
+	}
+	ts, failed := store.DoAll(ctx, oldest)
+	for i := range out {
+		if failed[i] != nil {
+			err = errors.Join(err, failed[i])
+			continue
+		}
+		out[i].OldestAgeMs = ops.AgeMs(ts[i], time.Now())
 	}
 	return out, err
 }

@@ -138,6 +138,12 @@ func TestOpsConsoleBrowser(t *testing.T) {
 	if got := text(`tr[data-queue="console_mail"] td[data-col="length"]`); got != "2" {
 		t.Fatalf("console_mail length %q, want 2", got)
 	}
+	if got := text(`tr[data-queue="console_mail"] td[data-col="oldest"]`); got == "–" || got == "" {
+		t.Fatalf("console_mail oldest age %q, want an age", got)
+	}
+	if got := text(`tr[data-queue="console_jobs"] td[data-col="oldest"]`); got != "–" {
+		t.Fatalf("console_jobs (nothing held) oldest age %q, want –", got)
+	}
 	run("open the dead letters", chromedp.Click(chromedp.CSS(`button[data-dead="console_jobs"]`)))
 	until("two dead letters", `document.querySelectorAll("#dead-letters tr[data-dead-id]").length === 2`)
 	if got := text(`#dead-letters tr[data-dead-id] td.payload`); !strings.Contains(got, `"player":"p1"`) {

@@ -72,9 +72,22 @@ type QueueView struct {
 	Consumers      int64  `json:"consumers"`
 	LocalConsumers int64  `json:"local_consumers"`
 	DeadLetters    int64  `json:"dead_letters"`
-	// OldestAgeMs is the age of the oldest message held, in ms; null when
-	// the queue is empty or its kind does not record it.
+	// OldestAgeMs is how long the message at the head of the queue has
+	// waited, in ms (queue.Handle.Oldest: delay queues count from the due
+	// time, reliable queues from the oldest unacknowledged message); null
+	// when there is none.
 	OldestAgeMs *int64 `json:"oldest_age_ms"`
+}
+
+// AgeMs is the age at now of a message waiting since t, in ms (never
+// negative: Redis's clock may run a little ahead of this machine's); nil
+// for the zero time (no message).
+func AgeMs(t, now time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	ms := max(now.Sub(t).Milliseconds(), 0)
+	return &ms
 }
 
 // DeadLetterView is one dead letter, its body shown as text (a preview of

@@ -229,14 +229,25 @@ func (a *admin) listQueues(ctx context.Context, out *opsOut) error {
 		if err != nil {
 			return err
 		}
+		oldest, err := h.Oldest().Do(ctx)
+		if err != nil {
+			return err
+		}
 		views = append(views, ops.QueueView{Name: q.Name, Kind: q.Kind.String(), Length: st.Length, InFlight: st.InFlight,
-			Ready: st.Ready, Pending: st.Pending, Retrying: st.Retrying, Consumers: st.Consumers, DeadLetters: st.DeadLetters})
+			Ready: st.Ready, Pending: st.Pending, Retrying: st.Retrying, Consumers: st.Consumers, DeadLetters: st.DeadLetters,
+			OldestAgeMs: ops.AgeMs(oldest, time.Now())})
+	}
+	age := func(ms *int64) string {
+		if ms == nil {
+			return "-"
+		}
+		return (time.Duration(*ms) * time.Millisecond).Round(time.Millisecond).String()
 	}
 	return out.print(map[string]any{"queues": views}, func(w *tabwriter.Writer) {
-		fmt.Fprintln(w, "QUEUE\tKIND\tLENGTH\tIN FLIGHT\tREADY\tPENDING\tRETRYING\tCONSUMERS\tDEAD")
+		fmt.Fprintln(w, "QUEUE\tKIND\tLENGTH\tIN FLIGHT\tREADY\tPENDING\tRETRYING\tCONSUMERS\tOLDEST\tDEAD")
 		for _, q := range views {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Name, q.Kind, q.Length, q.InFlight, q.Ready, q.Pending,
-				q.Retrying, q.Consumers, q.DeadLetters)
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\n", q.Name, q.Kind, q.Length, q.InFlight, q.Ready, q.Pending,
+				q.Retrying, q.Consumers, age(q.OldestAgeMs), q.DeadLetters)
 		}
 	})
 }

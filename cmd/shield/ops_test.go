@@ -69,11 +69,13 @@ func TestOpsCLI(t *testing.T) {
 	var qs struct {
 		Queues []struct {
 			Name, Kind  string
-			DeadLetters int64 `json:"dead_letters"`
+			DeadLetters int64  `json:"dead_letters"`
+			OldestAgeMs *int64 `json:"oldest_age_ms"`
 		}
 	}
 	okJSON(&qs, "queues")
-	if len(qs.Queues) != 1 || qs.Queues[0].Name != "jobs" || qs.Queues[0].Kind != "reliable" || qs.Queues[0].DeadLetters != 3 {
+	if len(qs.Queues) != 1 || qs.Queues[0].Name != "jobs" || qs.Queues[0].Kind != "reliable" || qs.Queues[0].DeadLetters != 3 ||
+		qs.Queues[0].OldestAgeMs != nil {
 		t.Fatalf("queues: %+v", qs)
 	}
 

@@ -2,9 +2,12 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -151,4 +154,135 @@ func (m *Memory) find(name string) (Kind, any, bool) {
 		return e.kind, e.q, true
 	}
 	return 0, nil, false
+}
+
+// Oldest returns since when the message at the head of the queue (the next
+// one delivered) has been waiting: plain and priority queues, when it was
+// pushed; delay queues, when it became due (zero while nothing is due);
+// reliable queues, when the oldest message not yet acknowledged was pushed
+// (in flight or not); broadcast queues, when the oldest entry retained was
+// pushed. Zero when the queue is empty. Server time on Redis.
+func (h Handle) Oldest() *store.Op[time.Time] {
+	var o interface{ oldest() *store.Op[time.Time] }
+	switch q := h.q.(type) {
+	case *redisPlain:
+		o = q.redisSorted
+	case *redisDelay:
+		o = q.redisSorted
+	case *redisPriority:
+		o = q.redisSorted
+	case *redisReliable:
+		o = q.s
+	case *redisBroadcast:
+		o = q.s
+	case *memPlain:
+		o = q.memSorted
+	case *memDelay:
+		o = q.memSorted
+	case *memPriority:
+		o = q.memSorted
+	case *memReliable:
+		o = q.s
+	case *memBroadcast:
+		o = q.s
+	default:
+		return store.Failed[time.Time](fmt.Errorf("%w: queue %q: no head for %T", ErrInvalid, h.Name, h.q))
+	}
+	return o.oldest()
+}
+
+func (s *redisSorted) oldest() *store.Op[time.Time] {
+	ctx := context.Background()
+	if s.kind == KindPlain {
+		cmd := redis.NewStringCmd(ctx, "LINDEX", s.key, -1) // RPOP end: the oldest
+		return store.Commands(s.r.c, func() (time.Time, error) {
+			raw, err := cmd.Result()
+			if errors.Is(err, redis.Nil) {
+				return time.Time{}, nil
+			}
+			if err != nil {
+				return time.Time{}, opErr("oldest", s.name, err)
+			}
+			m, ok := parseListElement(raw)
+			if !ok {
+				return time.Time{}, opErr("oldest", s.name, store.ErrReply)
+			}
+			return m.EnqueuedAt, nil
+		}, cmd)
+	}
+	cmd := redis.NewZSliceCmd(ctx, "ZRANGE", s.key, 0, 0, "WITHSCORES")
+	tcmd := redis.NewTimeCmd(ctx, "TIME")
+	return store.Commands(s.r.c, func() (time.Time, error) {
+		zs, err := cmd.Result()
+		if err == nil {
+			err = tcmd.Err()
+		}
+		if err != nil {
+			return time.Time{}, opErr("oldest", s.name, err)
+		}
+		if len(zs) == 0 {
+			return time.Time{}, nil
+		}
+		member, _ := zs[0].Member.(string)
+		m, err := parseZsetMember(member, strconv.FormatFloat(zs[0].Score, 'f', -1, 64), s.kind)
+		if err != nil {
+			return time.Time{}, opErr("oldest", s.name, err)
+		}
+		if s.kind == KindDelay {
+			if m.Due.After(tcmd.Val()) {
+				return time.Time{}, nil // nothing due yet
+			}
+			return m.Due, nil
+		}
+		return m.EnqueuedAt, nil
+	}, cmd, tcmd)
+}
+
+func (s *redisStream) oldest() *store.Op[time.Time] {
+	cmd := redis.NewXMessageSliceCmd(context.Background(), "XRANGE", s.key, "-", "+", "COUNT", 1)
+	return store.Commands(s.r.c, func() (time.Time, error) {
+		es, err := cmd.Result()
+		if err != nil {
+			return time.Time{}, opErr("oldest", s.name, err)
+		}
+		if len(es) == 0 {
+			return time.Time{}, nil
+		}
+		k, ok := parseKey(es[0].ID)
+		if !ok {
+			return time.Time{}, opErr("oldest", s.name, store.ErrReply)
+		}
+		return fromMs(k.ms), nil
+	}, cmd)
+}
+
+func (s *memSorted) oldest() *store.Op[time.Time] {
+	return store.Local(func() (time.Time, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.items) == 0 {
+			return time.Time{}, nil
+		}
+		m := s.items[0].msg // the heap's root is the next delivered
+		if s.kind == KindDelay {
+			if m.Due.After(s.now()) {
+				return time.Time{}, nil
+			}
+			return m.Due, nil
+		}
+		return m.EnqueuedAt, nil
+	})
+}
+
+func (s *memStream) oldest() *store.Op[time.Time] {
+	return store.Local(func() (time.Time, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, e := range s.entries {
+			if !e.deleted {
+				return fromMs(e.key.ms), nil
+			}
+		}
+		return time.Time{}, nil
+	})
 }

@@ -138,3 +138,77 @@ func TestAdminDiscoverAndOpen(t *testing.T) {
 		}
 	})
 }
+
+// Oldest is the head of every kind: zero when empty (or, delay, nothing
+// due), the push time (delay: due time) otherwise; a reliable message in
+// flight still counts until it is acknowledged.
+func TestAdminOldest(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		o := testOptions()
+		open := func(kind Kind, name string) Handle {
+			t.Helper()
+			h, err := Open(e.b, kind, name, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return h
+		}
+		// within: t is a time of this test run (2 s of slack for Redis's
+		// clock against this machine's).
+		start := e.now()
+		within := func(what string, got time.Time) {
+			t.Helper()
+			if got.IsZero() || got.Before(start.Add(-2*time.Second)) || got.After(e.now().Add(2*time.Second)) {
+				t.Fatalf("%s: oldest %v, want a time between %v and now (%v)", what, got, start, e.now())
+			}
+		}
+		zero := func(what string, h Handle) {
+			t.Helper()
+			if got := do(t, h.Oldest()); !got.IsZero() {
+				t.Fatalf("%s: oldest %v, want none", what, got)
+			}
+		}
+
+		hp := open(KindPlain, "old_plain")
+		zero("empty plain", hp)
+		p := hp.q.(Plain)
+		do(t, p.Push([]byte("a")))
+		first := do(t, hp.Oldest())
+		within("plain", first)
+		e.advance(20 * time.Millisecond)
+		do(t, p.Push([]byte("b")))
+		if got := do(t, hp.Oldest()); !got.Equal(first) {
+			t.Fatalf("plain head moved to %v before a pop (was %v)", got, first)
+		}
+		do(t, p.Pop())
+		if got := do(t, hp.Oldest()); !got.After(first) {
+			t.Fatalf("after a pop the head is %v, want after %v", got, first)
+		}
+
+		hd := open(KindDelay, "old_delay")
+		d := hd.q.(Delay)
+		do(t, d.Push([]byte("later"), time.Hour))
+		zero("delay with nothing due", hd)
+		do(t, d.Push([]byte("now"), 0))
+		within("delay", do(t, hd.Oldest()))
+
+		hq := open(KindPriority, "old_prio")
+		zero("empty priority", hq)
+		do(t, hq.q.(Priority).Push([]byte("x"), 5))
+		within("priority", do(t, hq.Oldest()))
+
+		hr := open(KindReliable, "old_rel")
+		r := hr.q.(Reliable)
+		zero("empty reliable", hr)
+		do(t, r.Push([]byte("x")))
+		dl := do(t, r.Pop())
+		within("reliable in flight", do(t, hr.Oldest()))
+		do(t, r.Ack(dl))
+		zero("reliable acknowledged", hr)
+
+		hb := open(KindBroadcast, "old_bc")
+		zero("empty broadcast", hb)
+		do(t, hb.q.(Broadcast).Push([]byte("x")))
+		within("broadcast", do(t, hb.Oldest()))
+	})
+}

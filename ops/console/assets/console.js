@@ -78,7 +78,7 @@
       fill("queues", d.queues.map((q) => row([
         { v: q.name, name: "name" }, { v: q.kind }, { v: q.length, cls: "num", name: "length" }, { v: q.in_flight, cls: "num" },
         { v: q.ready, cls: "num" }, { v: q.pending, cls: "num" }, { v: q.retrying, cls: "num" },
-        { v: q.consumers, cls: "num" }, { v: fmtAge(q.oldest_age_ms), cls: "num" }, { v: q.dead_letters, cls: "num", name: "dead" },
+        { v: q.consumers, cls: "num" }, { v: fmtAge(q.oldest_age_ms), cls: "num", name: "oldest" }, { v: q.dead_letters, cls: "num", name: "dead" },
         td([(q.kind === "reliable" || q.kind === "broadcast") ? btn("dead letters", () => { openDead = q.name; refresh(); }, "", { "data-dead": q.name }) : null,
             btn("purge", () => { if (confirm("Purge every message of " + q.name + "?")) action("queues/" + enc(q.name) + "/purge"); }, "danger admin-only",
               { "data-action": "purge" })]),
