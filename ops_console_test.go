@@ -3,6 +3,7 @@ package shieldglobal
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	lua "github.com/yuin/gopher-lua"
 
+	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/internal/testbrowser"
 )
 
@@ -218,5 +221,133 @@ func TestOpsConsoleBrowser(t *testing.T) {
 	// The page with the token can still act, but not with the token removed.
 	if got := fetchStatus("api/boards/console_arena/clear", false); got != http.StatusUnauthorized {
 		t.Fatalf("clear without the token: %d, want 401", got)
+	}
+}
+
+// opsPost posts body to the console API with the token.
+func opsPost(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	_, _ = io.Copy(&b, resp.Body)
+	return resp.StatusCode, b.String()
+}
+
+// Every admin action through the Module's console, over HTTP, on memory and
+// Redis: each changes what Lua then sees, and unknown names are 404.
+func TestOpsConsoleActions(t *testing.T) {
+	for _, b := range []struct {
+		name string
+		cfg  func(*testing.T) Config
+	}{
+		{"memory", func(*testing.T) Config { return config.Default() }},
+		{"redis", redisConfig},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			cfg := b.cfg(t)
+			cfg.Ops.Enabled, cfg.Ops.Listen, cfg.Ops.Token, cfg.Ops.Admin = true, "127.0.0.1:0", "s3cret", true
+			m := newModule(t, cfg)
+			rt := newRuntime(t, m)
+			if err := rt.RunString(consoleScenario+`
+				runs = 0
+				shield.scheduler():interval("console_count", 3600000, function() runs = runs + 1 end)`, "console.lua"); err != nil {
+				t.Fatal(err)
+			}
+			api := "http://" + m.OpsAddr() + "/ops/api/"
+			get := func(path string, v any) {
+				t.Helper()
+				status, body := opsGet(t, api+path, "Bearer s3cret")
+				if status != http.StatusOK {
+					t.Fatalf("GET %s: %d %s", path, status, body)
+				}
+				if err := json.Unmarshal([]byte(body), v); err != nil {
+					t.Fatalf("GET %s: %v %s", path, err, body)
+				}
+			}
+			post := func(path, body string, want int) string {
+				t.Helper()
+				status, out := opsPost(t, api+path, body)
+				if status != want {
+					t.Fatalf("POST %s %s: %d %s, want %d", path, body, status, out, want)
+				}
+				return out
+			}
+			lua := func(expr string) string {
+				t.Helper()
+				var got string
+				if err := rt.RunString(`result = tostring(`+expr+`)`, "check.lua"); err != nil {
+					t.Fatal(err)
+				}
+				if err := rt.Do(func(L *lua.LState) error { got = L.GetGlobal("result").String(); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+			var dead struct {
+				DeadLetters []struct{ ID string } `json:"dead_letters"`
+			}
+			get("queues/console_jobs/dead", &dead)
+			if len(dead.DeadLetters) != 2 {
+				t.Fatalf("dead letters %+v", dead)
+			}
+			post("queues/console_jobs/dead/delete", fmt.Sprintf(`{"ids": [%q]}`, dead.DeadLetters[0].ID), 200)
+			if got := lua(`shield.reliable_queue("console_jobs", { max_retries = 0, retry_delay = 0 }):dead_letter():length()`); got != "1" {
+				t.Fatalf("dead letters after delete: %s", got)
+			}
+			post("queues/console_jobs/dead/delete", `{"all": true}`, 200)
+			if got := lua(`shield.reliable_queue("console_jobs", { max_retries = 0, retry_delay = 0 }):dead_letter():length()`); got != "0" {
+				t.Fatalf("dead letters after delete all: %s", got)
+			}
+			if out := post("queues/console_mail/purge", "", 200); !strings.Contains(out, `"purged": 2`) {
+				t.Fatalf("purge: %s", out)
+			}
+			if got := lua(`shield.queue("console_mail"):length()`); got != "0" {
+				t.Fatalf("console_mail after purge: %s", got)
+			}
+			post("queues/nosuch/purge", "", 404)
+			post("queues/console_mail/requeue", `{"all": true}`, 400) // a plain queue has no dead letters
+
+			post("tasks/console_count/trigger", "", 200)
+			if err := rt.RunString(`for _ = 1, 200 do if runs > 0 then break end shield.sleep(10) end`, "wait.lua"); err != nil {
+				t.Fatal(err)
+			}
+			if got := lua("runs"); got != "1" {
+				t.Fatalf("runs after trigger: %s", got)
+			}
+			post("tasks/console_tick/pause", "", 200)
+			post("tasks/console_tick/resume", "", 200)
+			if got := lua(`shield.scheduler():get("console_tick"):status()`); got != "active" {
+				t.Fatalf("console_tick after resume: %s", got)
+			}
+			post("tasks/console_tick/remove", "", 200)
+			if got := lua(`shield.scheduler():get("console_tick")`); got != "nil" {
+				t.Fatalf("console_tick after remove: %s", got)
+			}
+			post("tasks/console_tick/pause", "", 404)
+
+			var board struct {
+				Count  int
+				Found  bool
+				Around []struct{ UID string }
+			}
+			get("boards/console_arena?top=3&member=p1&around=2", &board)
+			if board.Count != 20 || !board.Found || len(board.Around) != 3 || board.Around[2].UID != "p1" {
+				t.Fatalf("board: %+v", board)
+			}
+			if out := post("boards/console_arena/clear", "", 200); !strings.Contains(out, `"cleared": 20`) {
+				t.Fatalf("clear: %s", out)
+			}
+			if got := lua(`shield.rank("console_arena"):count()`); got != "0" {
+				t.Fatalf("board after clear: %s", got)
+			}
+			post("boards/nosuch/clear", "", 404)
+		})
 	}
 }
