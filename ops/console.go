@@ -275,10 +275,11 @@ func crossOrigin(r *http.Request) string {
 			return "cross-origin request refused (Origin " + o + ")"
 		}
 	}
-	if r.ContentLength != 0 {
-		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-			return "actions take Content-Type: application/json"
-		}
+	// Always, even with no body: a form (the one cross-site POST that needs
+	// no preflight) cannot send this type, also from a browser too old to
+	// send Origin.
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		return "actions take Content-Type: application/json"
 	}
 	return ""
 }

@@ -121,6 +121,7 @@ func TestConsoleActionRefusals(t *testing.T) {
 		{"other origin", "POST", with(map[string]string{"Origin": "http://evil.example"}), `{"all":true}`, 403},
 		{"cross-site fetch", "POST", with(map[string]string{"Sec-Fetch-Site": "cross-site"}), `{"all":true}`, 403},
 		{"form body", "POST", with(map[string]string{"Content-Type": "application/x-www-form-urlencoded"}), `all=true`, 403},
+		{"no content type", "POST", map[string]string{"Authorization": "Bearer s3cret"}, ``, 403},
 		{"neither ids nor all", "POST", auth, `{}`, 400},
 		{"unknown field", "POST", auth, `{"everything":true}`, 400},
 		{"both", "POST", auth, `{"all":true,"ids":["1-0"]}`, 400},
