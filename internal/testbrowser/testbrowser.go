@@ -6,6 +6,7 @@ package testbrowser
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -20,6 +21,12 @@ const EnvPath = "SHIELD_TEST_CHROMIUM"
 // Path returns the browser binary or fails the test.
 func Path(t testing.TB) string {
 	t.Helper()
+	if p := os.Getenv(EnvPath); p != "" {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Fatalf("%s=%s: %v", EnvPath, p, err)
+		}
+		return p
+	}
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
