@@ -142,15 +142,6 @@ func (c opsConsole) Purge(ctx context.Context, name string) (int64, error) {
 	return n, consoleErr(err)
 }
 
-// TaskStatus is the console's status of a task: the scheduler's, with
-// "error" (the latest firing failed after its retries) shown as "failing".
-func TaskStatus(s scheduler.Status) string {
-	if s == scheduler.StatusError {
-		return "failing"
-	}
-	return string(s)
-}
-
 func (c opsConsole) Tasks(ctx context.Context) ([]ops.TaskView, error) {
 	if c.m.sched == nil {
 		return nil, nil
@@ -161,7 +152,7 @@ func (c opsConsole) Tasks(ctx context.Context) ([]ops.TaskView, error) {
 	}
 	out := make([]ops.TaskView, 0, len(infos))
 	for _, i := range infos {
-		t := ops.TaskView{Name: i.Name, Schedule: i.Schedule, Status: TaskStatus(i.Status), Runs: i.RunCount,
+		t := ops.TaskView{Name: i.Name, Schedule: i.Schedule, Status: ops.TaskStatus(string(i.Status)), Runs: i.RunCount,
 			Failures: i.Failed, Missed: i.Missed, Skipped: i.Skipped, LastError: i.LastError,
 			Distributed: i.Distributed, Running: i.Running}
 		if !i.NextRun.IsZero() {
@@ -276,26 +267,7 @@ func (c opsConsole) Lock(ctx context.Context, name string) (ops.LockView, error)
 	if err != nil {
 		return ops.LockView{}, consoleErr(err)
 	}
-	return LockView(name, i), nil
-}
-
-// LockView is the console's (and the admin CLI's) view of a lock's Info.
-func LockView(name string, i lock.Info) ops.LockView {
-	v := ops.LockView{Name: name, Held: i.Held, Mode: i.Mode.String(), Owners: []ops.HolderView{},
-		TTLMs: i.TTL.Milliseconds(), Token: i.Token, Waiting: i.Waiting}
-	if i.TTL < 0 {
-		v.TTLMs = -1
-	}
-	if !i.Held {
-		v.Mode, v.TTLMs = "", 0
-	}
-	if !i.AcquiredAt.IsZero() {
-		v.AcquiredAt = ops.Timestamp(i.AcquiredAt.UnixMilli())
-	}
-	for _, h := range i.Owners {
-		v.Owners = append(v.Owners, ops.HolderView{Owner: h.Owner, Count: h.Count, Service: h.ServiceName})
-	}
-	return v
+	return ops.LockInfo(name, i), nil
 }
 
 func (c opsConsole) LoopLag() ops.LagView {

@@ -3,6 +3,9 @@ package ops
 import (
 	"strings"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/core/lock"
+	"github.com/shieldrt/shieldglobal/core/scheduler"
 )
 
 // The JSON shapes of the console's pages (GET /ops/api/..., docs/ops.md),
@@ -160,4 +163,33 @@ type runtimePage struct {
 	Runtimes int     `json:"runtimes"`
 	Tasks    int     `json:"tasks"`
 	LoopLag  LagView `json:"loop_lag"`
+}
+
+// TaskStatus is the console's status of a task: the scheduler's ("active",
+// "paused"), with "error" (the latest firing failed after its retries)
+// shown as "failing".
+func TaskStatus(s string) string {
+	if s == string(scheduler.StatusError) {
+		return "failing"
+	}
+	return s
+}
+
+// LockInfo is the console's (and the admin CLI's) view of a lock's Info.
+func LockInfo(name string, i lock.Info) LockView {
+	v := LockView{Name: name, Held: i.Held, Mode: i.Mode.String(), Owners: []HolderView{},
+		TTLMs: i.TTL.Milliseconds(), Token: i.Token, Waiting: i.Waiting}
+	if i.TTL < 0 {
+		v.TTLMs = -1
+	}
+	if !i.Held {
+		v.Mode, v.TTLMs = "", 0
+	}
+	if !i.AcquiredAt.IsZero() {
+		v.AcquiredAt = Timestamp(i.AcquiredAt.UnixMilli())
+	}
+	for _, h := range i.Owners {
+		v.Owners = append(v.Owners, HolderView{Owner: h.Owner, Count: h.Count, Service: h.ServiceName})
+	}
+	return v
 }

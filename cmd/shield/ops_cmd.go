@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shieldrt/shieldglobal"
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/lock"
 	"github.com/shieldrt/shieldglobal/core/queue"
@@ -328,7 +327,7 @@ func (a *admin) tasks(ctx context.Context, out *opsOut) error {
 		if err != nil {
 			return err
 		}
-		v := ops.TaskView{Name: i.Name, Schedule: i.Schedule, Status: shieldglobal.TaskStatus(i.Status), Runs: i.RunCount,
+		v := ops.TaskView{Name: i.Name, Schedule: i.Schedule, Status: ops.TaskStatus(string(i.Status)), Runs: i.RunCount,
 			Failures: i.Failed, Missed: i.Missed, Skipped: i.Skipped, LastError: i.LastError, Distributed: i.Distributed}
 		if !i.NextRun.IsZero() {
 			v.NextRun = ops.Timestamp(i.NextRun.UnixMilli())
@@ -408,7 +407,7 @@ func (a *admin) lock(ctx context.Context, out *opsOut, name string) error {
 	if err != nil {
 		return err
 	}
-	v := shieldglobal.LockView(name, i)
+	v := ops.LockInfo(name, i)
 	return out.print(v, func(w *tabwriter.Writer) {
 		if !v.Held {
 			fmt.Fprintf(w, "lock %s: free (%d waiting)\n", name, v.Waiting)
