@@ -61,7 +61,7 @@ func TestOpsConsoleBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "http://" + m.OpsAddr() + "/ops/"
-	ctx := testbrowser.Start(t, 90*time.Second)
+	ctx := testbrowser.Start(t, 3*time.Minute)
 	update := os.Getenv("SHIELD_UPDATE_SCREENSHOTS") != ""
 
 	fail := func(what string, err error) {
@@ -79,7 +79,7 @@ func TestOpsConsoleBrowser(t *testing.T) {
 	// every 2 s, and CI is a busy machine).
 	until := func(what, cond string) {
 		t.Helper()
-		run(what, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(20*time.Second)))
+		run(what, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second)))
 	}
 	text := func(sel string) string {
 		t.Helper()
