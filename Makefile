@@ -5,8 +5,10 @@ GO ?= go
 # The one test command: installs and starts a throwaway Redis, a
 # three-master Redis Cluster and a Sentinel-watched master, and runs every
 # test with the race detector (the Lua specs in testdata/lua run inside it,
-# on every backend).
+# on every backend). It installs Debian's chromium too when missing: the ops
+# console's tests drive it headless (chromedp).
 test:
+	bash scripts/install-chromium.sh
 	bash scripts/with-redis.sh $(GO) test -race -count=1 -timeout 15m ./...
 
 # The fault suite (faults/, build tag faults): real topologies on loopback

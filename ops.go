@@ -157,7 +157,7 @@ func (m *Module) opsState(ctx context.Context) (ops.State, error) {
 // startOps starts the ops HTTP endpoint (ops.enabled).
 func (m *Module) startOps() error {
 	srv, err := ops.Listen(m.cfg.Ops, ops.Sources{State: m.opsState, Scheduler: m.opsScheduler, Gatherer: m.metrics.Gatherer(),
-		Live: m.live, Ready: m.ready}, m.log)
+		Live: m.live, Ready: m.ready, Console: opsConsole{m}}, m.log)
 	if err != nil {
 		return fmt.Errorf("shield: %w", err)
 	}

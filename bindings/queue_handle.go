@@ -278,7 +278,7 @@ func (b *queueBinding) installDeadLettersType() {
 	}{
 		{"range", (*deadLetters).rangeOf}, {"length", (*deadLetters).length},
 		{"requeue", (*deadLetters).requeue}, {"requeue_all", (*deadLetters).requeueAll},
-		{"purge", (*deadLetters).purge},
+		{"purge", (*deadLetters).purge}, {"delete", (*deadLetters).delete},
 	} {
 		name, fn := m.name, m.fn
 		methods.RawSetString(name, b.rt.blocking(func(L *lua.LState) int {
@@ -384,4 +384,17 @@ func (dl *deadLetters) requeueAll(a args) int {
 
 func (dl *deadLetters) purge(a args) int {
 	return RunOutcome(dl.o.b.rt, a.L, dl.call("purge"), dl.l.Purge(), counted)
+}
+
+// dead:delete(id, ...) -> n dropped (ids that are not dead letters count 0).
+func (dl *deadLetters) delete(a args) int {
+	n := a.L.GetTop()
+	if n < 2 {
+		a.bad(2, "dead letter id expected")
+	}
+	ids := make([]string, 0, n-1)
+	for i := 2; i <= n; i++ {
+		ids = append(ids, a.name(i, "dead letter id"))
+	}
+	return RunOutcome(dl.o.b.rt, a.L, dl.call("delete"), dl.l.Delete(ids...), counted)
 }

@@ -397,6 +397,10 @@ type Ops struct {
 	// every request (401 otherwise). The environment variable
 	// SHIELD_OPS_TOKEN, when non-empty, overrides it. Default "".
 	Token string `yaml:"token"`
+	// Admin enables the console's write actions (requeue and delete dead
+	// letters, purge a queue, pause/resume/trigger/remove a task, clear a
+	// leaderboard; docs/ops.md). Default false: the console is read-only.
+	Admin bool `yaml:"admin"`
 	// HealthAuth requires the token on GET /healthz and /readyz too; by
 	// default they answer anyone, so that probes need no secret. Default
 	// false.

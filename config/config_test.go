@@ -114,6 +114,7 @@ func TestDefaults(t *testing.T) {
 		{"scheduler.persistence.storage", d.Scheduler.Persistence.Storage, "redis"},
 		{"ops.enabled", d.Ops.Enabled, false},
 		{"ops.listen", d.Ops.Listen, "127.0.0.1:9190"},
+		{"ops.admin", d.Ops.Admin, false},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -5,6 +5,7 @@
 //	GET /metrics        Prometheus text exposition
 //	GET /healthz        liveness: the process and its loops (health.go)
 //	GET /readyz         readiness: the backend answers, within a second
+//	GET /ops/           the web console, and its JSON API under /ops/api/ (console.go)
 //
 // It listens on loopback by default (ops.listen) and, with ops.token set,
 // answers only requests carrying "Authorization: Bearer <token>": anything
@@ -124,6 +125,8 @@ type Sources struct {
 	// Ready is GET /readyz: nil when the backend answers (given at most
 	// ReadyTimeout). A nil function always passes.
 	Live, Ready func(ctx context.Context) error
+	// Console backs the web console's pages and actions (console.go).
+	Console Console
 }
 
 // Server is a running ops endpoint.
@@ -181,6 +184,7 @@ func Listen(cfg config.Ops, src Sources, log *slog.Logger) (*Server, error) {
 	}))
 	open := http.NewServeMux()
 	mountHealth(open, mux, cfg.HealthAuth, src)
+	mountConsole(open, mux, cfg.Admin, src, log)
 	open.Handle("/", authorized(cfg.Token, mux))
 	s := &Server{ln: ln, log: log, srv: &http.Server{
 		Handler:           open,

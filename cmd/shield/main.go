@@ -53,6 +53,7 @@ func init() {
 		{"help", "[COMMAND]",
 			"show the commands, or one command's flags", cmdHelp},
 		{"config", "check [FILE]", "validate FILE (or the defaults) with the SHIELD_* environment; print the effective config, secrets masked", cmdConfig},
+		{"ops", opsSynopsis, "admin CLI on Redis: list queues, dead letters and tasks, requeue, pause/resume/remove, boards, locks", cmdOps},
 	}
 }
 

@@ -231,4 +231,8 @@ type DeadLetters interface {
 	RequeueAll() *store.Op[int]
 	// Purge drops every dead letter and returns how many there were.
 	Purge() *store.Op[int64]
+	// Delete drops the dead letters ids and returns how many of them there
+	// were (an id that is not a dead letter is not an error). Errors:
+	// ErrInvalid (no ids, an empty id), infrastructure errors.
+	Delete(ids ...string) *store.Op[int64]
 }

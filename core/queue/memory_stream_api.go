@@ -291,6 +291,31 @@ func (l *memDeadLetters) Purge() *store.Op[int64] {
 	})
 }
 
+func (l *memDeadLetters) Delete(ids ...string) *store.Op[int64] {
+	if err := checkDeadIDs(l.s.name, ids); err != nil {
+		return store.Failed[int64](err)
+	}
+	return store.Local(func() (int64, error) {
+		s := l.s
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		n := len(s.letters)
+		s.letters = slices.DeleteFunc(s.letters, func(dl DeadLetter) bool { return slices.Contains(ids, dl.ID) })
+		return int64(n - len(s.letters)), nil
+	})
+}
+
+// checkDeadIDs validates the ids of DeadLetters.Delete.
+func checkDeadIDs(name string, ids []string) error {
+	if len(ids) == 0 {
+		return invalid("dead_letter delete", name, "no ids")
+	}
+	if slices.Contains(ids, "") {
+		return invalid("dead_letter delete", name, "empty id")
+	}
+	return nil
+}
+
 // subscribe is Broadcast.Subscribe on any backend.
 func subscribe(ctx context.Context, q Broadcast, group string, o ConsumeOptions, h Handler) (StopFunc, error) {
 	g, err := q.Group(group)

@@ -708,3 +708,25 @@ func (l *redisDeadLetters) Purge() *store.Op[int64] {
 		return n, nil
 	}, cmd)
 }
+
+func (l *redisDeadLetters) Delete(ids ...string) *store.Op[int64] {
+	if err := checkDeadIDs(l.s.name, ids); err != nil {
+		return store.Failed[int64](err)
+	}
+	cmd := redis.NewIntCmd(context.Background(), append([]any{"XDEL", l.s.dead}, toAny(ids)...)...)
+	return store.Commands(l.s.r.c, func() (int64, error) {
+		n, err := cmd.Result()
+		if err != nil {
+			return 0, opErr("dead_letter delete", l.s.name, err)
+		}
+		return n, nil
+	}, cmd)
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}

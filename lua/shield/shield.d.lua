@@ -795,6 +795,12 @@ function dead_letters:requeue_all() end
 ---@return integer
 function dead_letters:purge() end
 
+---Drops the dead letters with these ids; ids that are not dead letters count 0.
+---@param id string
+---@param ... string
+---@return integer dropped
+function dead_letters:delete(id, ...) end
+
 --- shield.reliable_queue(name): at least once, ack / nack, retries, dead
 --- letters, crash recovery. Redis Stream with a consumer group.
 ---@class shield.reliable_queue

@@ -211,6 +211,21 @@ describe("reliable queue", function()
 		assert.are.equal(0, dead:purge())
 	end)
 
+	it("deletes chosen dead letters", function()
+		local q = shield.reliable_queue(name("deldead"), { max_retries = 0, retry_delay = 0 })
+		for i = 1, 3 do q:push(i) end
+		for _ = 1, 3 do local _, h = q:pop(2000); assert.is_true(h:nack(0)) end
+		local dead = q:dead_letter()
+		local ls = dead:range()
+		assert.are.equal(3, #ls)
+		assert.are.equal(2, dead:delete(ls[1].id, ls[3].id, "1-1"))
+		local left = dead:range()
+		assert.are.equal(1, #left)
+		assert.are.equal(2, left[1].message)
+		assert.are.equal(0, dead:delete(ls[1].id))
+		assert.error_matches(function() dead:delete() end, "dead letter id")
+	end)
+
 	it("releases the message of a task that ends without settling it", function()
 		local q = shield.reliable_queue(name("release"))
 		q:push("job")

@@ -1,0 +1,195 @@
+package ops
+
+import (
+	"strings"
+	"time"
+
+	"github.com/shieldrt/shieldglobal/core/lock"
+	"github.com/shieldrt/shieldglobal/core/scheduler"
+)
+
+// The JSON shapes of the console's pages (GET /ops/api/..., docs/ops.md),
+// shared with the admin CLI's --json output.
+
+// QueueView is one queue on the queues page.
+type QueueView struct {
+	Name           string `json:"name"`
+	Kind           string `json:"kind"`
+	Length         int64  `json:"length"`
+	InFlight       int64  `json:"in_flight"`
+	Ready          int64  `json:"ready"`
+	Pending        int64  `json:"pending"`
+	Retrying       int64  `json:"retrying"`
+	Consumers      int64  `json:"consumers"`
+	LocalConsumers int64  `json:"local_consumers"`
+	DeadLetters    int64  `json:"dead_letters"`
+	// OldestAgeMs is how long the message at the head of the queue has
+	// waited, in ms (queue.Handle.Oldest: delay queues count from the due
+	// time, reliable queues from the oldest unacknowledged message); null
+	// when there is none.
+	OldestAgeMs *int64 `json:"oldest_age_ms"`
+}
+
+// AgeMs is the age at now of a message waiting since t, in ms (never
+// negative: Redis's clock may run a little ahead of this machine's); nil
+// for the zero time (no message).
+func AgeMs(t, now time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	ms := max(now.Sub(t).Milliseconds(), 0)
+	return &ms
+}
+
+// DeadLetterView is one dead letter, its body shown as text (a preview of
+// at most PreviewBytes bytes; Truncated says there was more).
+type DeadLetterView struct {
+	ID         string `json:"id"`
+	MessageID  string `json:"message_id"`
+	Group      string `json:"group,omitempty"`
+	Deliveries int    `json:"deliveries"`
+	At         string `json:"at"`
+	Preview    string `json:"preview"`
+	Size       int    `json:"size"`
+	Truncated  bool   `json:"truncated"`
+}
+
+// PreviewBytes bounds a dead letter's payload preview.
+const PreviewBytes = 256
+
+// Preview is the preview of body: at most PreviewBytes bytes, invalid UTF-8
+// shown as U+FFFD.
+func Preview(body []byte) (string, bool) {
+	cut := len(body) > PreviewBytes
+	if cut {
+		body = body[:PreviewBytes]
+	}
+	return strings.ToValidUTF8(string(body), "\uFFFD"), cut
+}
+
+// DeadAt formats a dead letter's time: RFC 3339 in UTC with milliseconds.
+func DeadAt(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+
+// TaskView is one scheduler task on the tasks page. Status is "active",
+// "paused" or "failing" (the latest firing failed after its retries).
+type TaskView struct {
+	Name        string  `json:"name"`
+	Schedule    string  `json:"schedule"`
+	Status      string  `json:"status"`
+	NextRun     *string `json:"next_run"`
+	LastRun     *string `json:"last_run"`
+	Runs        int64   `json:"runs"`
+	Failures    int64   `json:"failures"`
+	Missed      int64   `json:"missed"`
+	Skipped     int64   `json:"skipped"`
+	LastError   string  `json:"last_error"`
+	Distributed bool    `json:"distributed"`
+	Running     int     `json:"running"`
+}
+
+// BoardView is one leaderboard this process opened.
+type BoardView struct {
+	Name    string `json:"name"`
+	Count   int    `json:"count"`
+	Version int64  `json:"version"`
+}
+
+// EntryView is one member of a board.
+type EntryView struct {
+	Rank  int     `json:"rank"`
+	UID   string  `json:"uid"`
+	Score float64 `json:"score"`
+}
+
+// BoardDetail is a board's page: its top and a member's neighbourhood.
+type BoardDetail struct {
+	BoardView
+	Top []EntryView `json:"top"`
+	// Member is set when a member was asked for; Around is then the member
+	// with its neighbours, best first (empty when it is not on the board).
+	Member string      `json:"member,omitempty"`
+	Found  bool        `json:"found"`
+	Around []EntryView `json:"around"`
+}
+
+// LockView is a named lock's state as the backend sees it.
+type LockView struct {
+	Name       string       `json:"name"`
+	Held       bool         `json:"held"`
+	Mode       string       `json:"mode"`
+	Owners     []HolderView `json:"owners"`
+	TTLMs      int64        `json:"ttl_ms"`
+	AcquiredAt *string      `json:"acquired_at"`
+	Token      int64        `json:"token"`
+	Waiting    int          `json:"waiting"`
+}
+
+// HolderView is one holder of a lock.
+type HolderView struct {
+	Owner   string `json:"owner"`
+	Count   int    `json:"count"`
+	Service string `json:"service,omitempty"`
+}
+
+// LagView summarizes the loop-lag probes (shield_loop_lag_seconds).
+type LagView struct {
+	Samples uint64  `json:"samples"`
+	MeanMs  float64 `json:"mean_ms"`
+	// P99Ms is the upper bound of the histogram bucket holding the 99th
+	// percentile (0 with no samples).
+	P99Ms float64 `json:"p99_ms"`
+}
+
+// locksPage, limitersPage and runtimePage are the pages read from State.
+type locksPage struct {
+	Held      int64     `json:"held"`
+	Waiting   int64     `json:"waiting"`
+	Lost      int64     `json:"lost"`
+	Abandoned int64     `json:"abandoned"`
+	Lock      *LockView `json:"lock,omitempty"`
+}
+
+type limitersPage struct {
+	Limiters      int    `json:"limiters"`
+	ActiveKeys    int    `json:"active_keys"`
+	Allowed       uint64 `json:"allowed"`
+	Rejected      uint64 `json:"rejected"`
+	Unavailable   uint64 `json:"unavailable"`
+	RejectedToday uint64 `json:"rejected_today"`
+	Degraded      uint64 `json:"degraded"`
+}
+
+type runtimePage struct {
+	Runtimes int     `json:"runtimes"`
+	Tasks    int     `json:"tasks"`
+	LoopLag  LagView `json:"loop_lag"`
+}
+
+// TaskStatus is the console's status of a task: the scheduler's ("active",
+// "paused"), with "error" (the latest firing failed after its retries)
+// shown as "failing".
+func TaskStatus(s string) string {
+	if s == string(scheduler.StatusError) {
+		return "failing"
+	}
+	return s
+}
+
+// LockInfo is the console's (and the admin CLI's) view of a lock's Info.
+func LockInfo(name string, i lock.Info) LockView {
+	v := LockView{Name: name, Held: i.Held, Mode: i.Mode.String(), Owners: []HolderView{},
+		TTLMs: i.TTL.Milliseconds(), Token: i.Token, Waiting: i.Waiting}
+	if i.TTL < 0 {
+		v.TTLMs = -1
+	}
+	if !i.Held {
+		v.Mode, v.TTLMs = "", 0
+	}
+	if !i.AcquiredAt.IsZero() {
+		v.AcquiredAt = Timestamp(i.AcquiredAt.UnixMilli())
+	}
+	for _, h := range i.Owners {
+		v.Owners = append(v.Owners, HolderView{Owner: h.Owner, Count: h.Count, Service: h.ServiceName})
+	}
+	return v
+}
