@@ -52,7 +52,7 @@ func benchRuntime(b *testing.B, cfg Config) *Runtime {
 	err = rt.Do(func(L *lua.LState) error {
 		L.SetGlobal("empty", L.NewFunction(func(*lua.LState) int { return 0 }))
 		L.SetGlobal("block", L.NewFunction(func(L *lua.LState) int {
-			return rt.Suspend(L, "block", func(complete func(bindings.Result)) {
+			return rt.rt.Suspend(L, "block", func(complete func(bindings.Result)) {
 				complete(func() ([]lua.LValue, error) { return nil, nil })
 			})
 		}))

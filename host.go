@@ -38,7 +38,7 @@ func (m *Module) attach(L *lua.LState, rt *Runtime) error {
 	}
 	m.runtimes[L] = rt
 	m.hostMu.Unlock()
-	rt.OnStop(func() {
+	rt.rt.OnStop(func() {
 		m.hostMu.Lock()
 		delete(m.runtimes, L)
 		m.hostMu.Unlock()
@@ -61,7 +61,7 @@ func (m *Module) Loader(L *lua.LState) int {
 	rt := m.runtimes[L]
 	if rt == nil {
 		for _, r := range m.runtimes { // L may be a thread of a runtime's state
-			if r.L.G == L.G {
+			if r.state.G == L.G {
 				rt = r
 				break
 			}
@@ -72,7 +72,7 @@ func (m *Module) Loader(L *lua.LState) int {
 		L.RaiseError("shield: this Lua state has no runtime: call Module.NewRuntime(L) before requiring shield")
 		return 0
 	}
-	L.Push(rt.Library())
+	L.Push(rt.rt.Library())
 	return 1
 }
 

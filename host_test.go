@@ -2,8 +2,10 @@ package shieldglobal
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -97,4 +99,41 @@ func mustLoad(t *testing.T, rt *Runtime, src string) *lua.LFunction {
 		t.Fatal(err)
 	}
 	return fn
+}
+
+// A second runtime on a Lua state that has one is refused, from the same
+// Module, another Module, or through a thread of the state (two loops drove
+// one LState: data races and wrong results). Once the first is closed the
+// state may get a new one.
+func TestSecondRuntimeOnOneStateIsRefused(t *testing.T) {
+	m := newModule(t, config.Default())
+	other := newModule(t, config.Default())
+	L := lua.NewState()
+	defer L.Close()
+	rt, err := m.NewRuntime(L)
+	if err != nil {
+		t.Fatal(err)
+	}
+	thread, _ := L.NewThread()
+	for name, try := range map[string]func() (*Runtime, error){
+		"same module":    func() (*Runtime, error) { return m.NewRuntime(L) },
+		"another module": func() (*Runtime, error) { return other.NewRuntime(L) },
+		"a thread":       func() (*Runtime, error) { return m.NewRuntime(thread) },
+	} {
+		if second, err := try(); !errors.Is(err, ErrRuntimeInUse) || second != nil {
+			t.Errorf("%s: got %v, %v; want ErrRuntimeInUse", name, second, err)
+		}
+	}
+	if err := rt.RunString(`x = 1`, "t.lua"); err != nil {
+		t.Fatalf("the first runtime after the refusals: %v", err)
+	}
+	rt.Close(time.Second)
+	again, err := other.NewRuntime(L)
+	if err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+	defer again.Close(time.Second)
+	if err := again.RunString(`assert(x == 1)`, "t.lua"); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -197,7 +197,7 @@ func (s *specRun) call(L *lua.LState) int {
 	fn := L.CheckFunction(1)
 	name := L.OptString(2, "test")
 	rt := s.rt
-	return rt.Suspend(L, "shield.spec", func(complete func(bindings.Result)) {
+	return rt.rt.Suspend(L, "shield.spec", func(complete func(bindings.Result)) {
 		var spawned []*bindings.TaskError
 		over := false
 		g := &bindings.Group{Inherited: true, OnError: func(err *bindings.TaskError) {
@@ -210,25 +210,25 @@ func (s *specRun) call(L *lua.LState) int {
 		var timedOut atomic.Bool
 		timer := time.AfterFunc(s.opts.Timeout, func() {
 			timedOut.Store(true)
-			rt.InterruptGroup(g) // the test and the tasks it spawned
+			rt.rt.InterruptGroup(g) // the test and the tasks it spawned
 		})
-		rt.SpawnIn(g, name, fn, nil, func(err error) {
+		rt.rt.SpawnIn(g, name, fn, nil, func(err error) {
 			timer.Stop()
 			over = true
 			complete(func() ([]lua.LValue, error) {
 				var te *bindings.TaskError
 				switch {
 				case timedOut.Load() && errors.As(err, &te):
-					return []lua.LValue{lua.LFalse, failure(rt.L, fmt.Sprintf("timed out after %v (%s)", s.opts.Timeout, te.Message), te.Traceback)}, nil
+					return []lua.LValue{lua.LFalse, failure(rt.state, fmt.Sprintf("timed out after %v (%s)", s.opts.Timeout, te.Message), te.Traceback)}, nil
 				case errors.As(err, &te):
 					if te.Value != nil && te.Value.Type() == lua.LTTable {
 						return []lua.LValue{lua.LFalse, te.Value}, nil // pending() markers, error objects
 					}
-					return []lua.LValue{lua.LFalse, failure(rt.L, te.Message, te.Traceback)}, nil
+					return []lua.LValue{lua.LFalse, failure(rt.state, te.Message, te.Traceback)}, nil
 				case err != nil:
 					return []lua.LValue{lua.LFalse, lua.LString(err.Error())}, nil
 				case len(spawned) > 0:
-					return []lua.LValue{lua.LFalse, failure(rt.L, "a task spawned by the test failed: "+spawned[0].Message, spawned[0].Traceback)}, nil
+					return []lua.LValue{lua.LFalse, failure(rt.state, "a task spawned by the test failed: "+spawned[0].Message, spawned[0].Traceback)}, nil
 				}
 				return []lua.LValue{lua.LTrue}, nil
 			})
