@@ -97,6 +97,10 @@ func (r *Runtime) Go(fn any, args []any, done func(results []lua.LValue, err err
 // runs on the loop and waits for it.
 func (r *Runtime) Set(name string, v any) error { return r.rt.Set(name, v) }
 
+// SetAsync makes fn the global name of the Lua state as an async host
+// function: Module.ExposeAsync for one runtime (its rules and errors).
+func (r *Runtime) SetAsync(name string, fn any) error { return r.rt.SetAsync(name, fn) }
+
 // Do runs fn on the loop with the runtime's Lua state and waits for it: for
 // reading result tables or the host's own gopher-lua glue. Lua run directly
 // by fn (L.DoString, L.PCall) runs outside any task: see docs/embedding.md

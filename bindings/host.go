@@ -9,6 +9,8 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 	luar "layeh.com/gopher-luar"
+
+	shieldlua "github.com/shieldrt/shieldglobal/lua/shield"
 )
 
 // The host's side: Go code calling script functions and handing Go values
@@ -209,23 +211,10 @@ func (rt *Runtime) valueNamed(name string, v any) lua.LValue {
 // when not nil, returns the error an adapter swallowed, to raise after.
 func (rt *Runtime) guarded(name string, inner lua.LValue, failed func() error) *lua.LFunction {
 	return rt.L.NewFunction(func(L *lua.LState) int {
-		base := L.GetTop()
-		L.Insert(inner, 1)
 		if failed != nil {
 			_ = failed()
 		}
-		if err := L.PCall(base, lua.MultRet, nil); err != nil {
-			var api *lua.ApiError
-			if errors.As(err, &api) && api.Type == lua.ApiErrorPanic {
-				raise(L, "%s: panic: %s", name, lua.LVAsString(api.Object))
-			}
-			msg := strings.TrimPrefix(lua.LVAsString(errorValue(err)), userWhere(L))
-			if arg, ok := strings.CutPrefix(msg, "bad argument "); ok {
-				// gopher-luar's conversion error: name the function
-				raise(L, "bad argument %s", strings.Replace(arg, " to (anonymous) (", " to '"+name+"' (", 1))
-			}
-			raise(L, "%s: %s", name, msg)
-		}
+		rt.pcallNamed(L, name, inner)
 		if failed != nil {
 			if err := failed(); err != nil {
 				raise(L, "%s: %s", name, err.Error())
@@ -235,6 +224,30 @@ func (rt *Runtime) guarded(name string, inner lua.LValue, failed func() error) *
 	})
 }
 
+// pcallNamed calls inner with every value on L's stack as arguments and
+// leaves its results there; an error or a Go panic raises as guarded says.
+func (rt *Runtime) pcallNamed(L *lua.LState, name string, inner lua.LValue) {
+	base := L.GetTop()
+	L.Insert(inner, 1)
+	if err := L.PCall(base, lua.MultRet, nil); err != nil {
+		var api *lua.ApiError
+		if errors.As(err, &api) && api.Type == lua.ApiErrorPanic {
+			raise(L, "%s: panic: %s", name, lua.LVAsString(api.Object))
+		}
+		msg := strings.TrimPrefix(lua.LVAsString(errorValue(err)), userWhere(L))
+		if strings.HasPrefix(msg, shieldlua.ChunkPrefix) { // raised at the prelude's wrapper
+			if _, rest, ok := strings.Cut(msg, ": "); ok {
+				msg = rest
+			}
+		}
+		if arg, ok := strings.CutPrefix(msg, "bad argument "); ok {
+			// gopher-luar's conversion error: name the function
+			raise(L, "bad argument %s", strings.Replace(arg, " to (anonymous) (", " to '"+name+"' (", 1))
+		}
+		raise(L, "%s: %s", name, msg)
+	}
+}
+
 // errorValue is the Lua value a PCall error carries.
 func errorValue(err error) lua.LValue {
 	var api *lua.ApiError
@@ -242,4 +255,188 @@ func errorValue(err error) lua.LValue {
 		return api.Object
 	}
 	return lua.LString(err.Error())
+}
+
+// Async host functions: Go functions a script calls like any other, which
+// run off the loop and suspend only the calling task (OpenResty's
+// cosockets, skynet.call), for host work that waits (a database load, an
+// HTTP call to a payment service).
+
+// CheckAsync reports why fn cannot be an async host function: it must be a
+// func whose first parameter is a context.Context, and no parameter may
+// receive Lua values themselves (lua.LValue, *lua.LTable, funcs...): the
+// function runs on another goroutine, where touching the Lua state races
+// with the loop.
+func CheckAsync(fn any) error {
+	v := reflect.ValueOf(fn)
+	if v.Kind() != reflect.Func || v.IsNil() {
+		return fmt.Errorf("an async host function must be a non-nil func, got %T", fn)
+	}
+	t := v.Type()
+	if t.NumIn() == 0 || t.In(0) != ctxType {
+		return fmt.Errorf("an async host function's first parameter must be a context.Context (%s)", t)
+	}
+	for i := 1; i < t.NumIn(); i++ {
+		if p := t.In(i); holdsLua(p, map[reflect.Type]bool{}) {
+			return fmt.Errorf("parameter %d of an async host function (%s) would carry Lua values or functions to another goroutine; take plain Go values", i, p)
+		}
+	}
+	return nil
+}
+
+var lvalueType = reflect.TypeFor[lua.LValue]()
+
+// holdsLua tells whether gopher-luar would put a Lua value, or a Go func
+// that calls into Lua, somewhere in a value of type p.
+func holdsLua(p reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[p] {
+		return false
+	}
+	seen[p] = true
+	if p.Implements(lvalueType) {
+		return true
+	}
+	switch p.Kind() {
+	case reflect.Func:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Chan:
+		return holdsLua(p.Elem(), seen)
+	case reflect.Map:
+		return holdsLua(p.Key(), seen) || holdsLua(p.Elem(), seen)
+	case reflect.Struct:
+		for i := 0; i < p.NumField(); i++ {
+			if f := p.Field(i); f.IsExported() && holdsLua(f.Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// SetAsync makes fn, an async host function (see CheckAsync), the global
+// name of the Lua state. Called from a task, it converts the arguments on
+// the loop (as Set's functions do), runs fn on a worker goroutine and
+// suspends only the calling task until fn returns; its results convert
+// back on the loop, and a non-nil last error result raises "<name>:
+// <error>" (a panic "<name>: panic: <value>") at the caller's line. fn's
+// context is cancelled when the calling task ends (a cancelled Call, an
+// interrupt) or the runtime closes. Outside any task (Lua run by Do) the
+// loop waits for fn; where a task cannot yield it raises cannot block here.
+func (rt *Runtime) SetAsync(name string, fn any) error {
+	if name == "" {
+		return errors.New("shield: SetAsync: empty name")
+	}
+	if err := CheckAsync(fn); err != nil {
+		return fmt.Errorf("shield: SetAsync %q: %w", name, err)
+	}
+	return rt.Do(func(L *lua.LState) error {
+		L.SetGlobal(name, rt.asyncFunction(name, reflect.ValueOf(fn)))
+		return nil
+	})
+}
+
+// asyncFunction is the Lua function of an async host function (a blocking
+// call, in the prelude's wrapper). Loop only.
+func (rt *Runtime) asyncFunction(name string, fn reflect.Value) lua.LValue {
+	t := fn.Type()
+	withErr := t.NumOut() > 0 && t.Out(t.NumOut()-1) == errType
+	in := make([]reflect.Type, 0, t.NumIn()-1)
+	for i := 1; i < t.NumIn(); i++ {
+		in = append(in, t.In(i))
+	}
+	// gopher-luar converts the arguments by calling capture, which keeps
+	// them for the worker; capture runs on the loop and never yields, so
+	// one slot serves every call.
+	var captured []reflect.Value
+	capture := luar.New(rt.L, reflect.MakeFunc(reflect.FuncOf(in, nil, t.IsVariadic()), func(args []reflect.Value) []reflect.Value {
+		captured = args
+		return nil
+	}).Interface())
+	return rt.blocking(func(L *lua.LState) int {
+		for i := 1; i <= L.GetTop(); i++ {
+			if what := luaOnly(L.Get(i), map[*lua.LTable]bool{}); what != "" {
+				raise(L, "bad argument #%d to '%s' (%s cannot be handed to an async host function)", i, name, what)
+			}
+		}
+		rt.pcallNamed(L, name, capture)
+		args := append([]reflect.Value{{}}, captured...)
+		captured = nil
+		L.SetTop(0)
+		return rt.Suspend(L, name, func(complete func(Result)) {
+			ctx, cancel := context.WithCancel(rt.ctx)
+			task := rt.running
+			key := new(byte) // this call's task-end cleanup
+			if task != nil {
+				rt.OnTaskEnd(task, key, cancel)
+			}
+			args[0] = reflect.ValueOf(ctx)
+			rt.goWork(func() {
+				outs, err := callHost(fn, args, withErr)
+				complete(func() ([]lua.LValue, error) {
+					cancel()
+					if task != nil {
+						rt.ForgetTaskEnd(task, key)
+					}
+					if err != nil {
+						return nil, err
+					}
+					vals := make([]lua.LValue, len(outs))
+					for i, o := range outs {
+						vals[i] = luar.New(rt.L, o.Interface())
+					}
+					return vals, nil
+				})
+			})
+		})
+	})
+}
+
+// callHost calls fn on a worker: its results without the error, its error,
+// or a panic as an error ("panic: <value>").
+func callHost(fn reflect.Value, args []reflect.Value, withErr bool) (outs []reflect.Value, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			outs, err = nil, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	if fn.Type().IsVariadic() {
+		outs = fn.CallSlice(args)
+	} else {
+		outs = fn.Call(args)
+	}
+	if withErr {
+		if e := outs[len(outs)-1]; !e.IsNil() {
+			return nil, e.Interface().(error)
+		}
+		outs = outs[:len(outs)-1]
+	}
+	return outs, nil
+}
+
+// luaOnly names what in v only lives in the Lua state (a function, a
+// coroutine), searching tables too; "" when v converts to plain Go values.
+func luaOnly(v lua.LValue, seen map[*lua.LTable]bool) string {
+	switch x := v.(type) {
+	case *lua.LFunction:
+		return "a function"
+	case *lua.LState:
+		return "a coroutine"
+	case *lua.LTable:
+		if seen[x] {
+			return ""
+		}
+		seen[x] = true
+		what := ""
+		x.ForEach(func(k, v lua.LValue) {
+			if what == "" {
+				if what = luaOnly(k, seen); what == "" {
+					what = luaOnly(v, seen)
+				}
+			}
+		})
+		if what != "" {
+			return "a table holding " + what
+		}
+	}
+	return ""
 }
