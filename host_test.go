@@ -3,6 +3,7 @@ package shieldglobal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,48 @@ func TestSecondRuntimeOnOneStateIsRefused(t *testing.T) {
 	}
 	defer again.Close(time.Second)
 	if err := again.RunString(`assert(x == 1)`, "t.lua"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type vault struct {
+	Gold int
+	Room *room
+}
+
+func (v *vault) Take(n int) int {
+	if n > v.Gold {
+		panic(fmt.Sprintf("only %d gold", v.Gold))
+	}
+	v.Gold -= n
+	return v.Gold
+}
+
+type room struct{ ID string }
+
+func (r room) Kick(uid string) { panic("kick " + uid + ": not in " + r.ID) }
+
+// A Go panic in a method of an exposed struct (gopher-luar proxy) raises a
+// Lua error naming Type.Method at the caller's line (it surfaced as the
+// bare panic value), also for a type reached through a field; the value
+// stays usable.
+func TestExposedMethodPanicsNameTheMethod(t *testing.T) {
+	m := newModule(t, config.Default())
+	if err := m.Expose("vault", &vault{Gold: 10, Room: &room{ID: "r1"}}); err != nil {
+		t.Fatal(err)
+	}
+	rt := newRuntime(t, m)
+	for src, want := range map[string]string{
+		`vault:Take(50)`: `t.lua:1: vault.Take: panic: only 10 gold`,
+		"\nlocal ok, e = pcall(vault.Take, vault, 50)\nerror(e, 0)": `t.lua:2: vault.Take: panic: only 10 gold`,
+		`vault.Room:Kick("u1")`: `t.lua:1: room.Kick: panic: kick u1: not in r1`,
+	} {
+		err := rt.RunString(src, "t.lua")
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s:\n got %v\nwant %s", src, err, want)
+		}
+	}
+	if err := rt.RunString(`assert(vault:Take(4) == 6)`, "t.lua"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -153,6 +153,9 @@ var (
 
 func (rt *Runtime) valueNamed(name string, v any) lua.LValue {
 	fn := reflect.ValueOf(v)
+	if fn.IsValid() {
+		rt.guardMethods(fn.Type(), map[reflect.Type]bool{})
+	}
 	if fn.Kind() != reflect.Func || fn.IsNil() {
 		return luar.New(rt.L, v)
 	}
@@ -222,6 +225,74 @@ func (rt *Runtime) guarded(name string, inner lua.LValue, failed func() error) *
 		}
 		return L.GetTop()
 	})
+}
+
+// guardedMark marks a gopher-luar metatable whose methods guardMethods
+// wrapped.
+const guardedMark = "shield.guarded"
+
+// guardMethods wraps the methods gopher-luar gives Lua values of type t, and
+// of every type a value of t leads to (fields, elements, method and
+// function results), in guarded: a Go panic in p:Give(5) then raises
+// "player.Give: panic: ..." at the caller's line instead of a bare value.
+// Each type is wrapped once per Lua state (its metatable is marked). Loop
+// only.
+func (rt *Runtime) guardMethods(t reflect.Type, seen map[reflect.Type]bool) {
+	if seen[t] {
+		return
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Func:
+		for i := 0; i < t.NumOut(); i++ {
+			rt.guardMethods(t.Out(i), seen)
+		}
+		return
+	case reflect.Array, reflect.Chan, reflect.Map, reflect.Pointer, reflect.Slice, reflect.Struct:
+	default:
+		return
+	}
+	if t.Implements(lvalueType) {
+		return // a Lua value: gopher-luar passes it through
+	}
+	mt := luar.MT(rt.L, reflect.Zero(t).Interface())
+	if mt == nil || mt.RawGetString(guardedMark) != lua.LNil {
+		return
+	}
+	mt.RawSetString(guardedMark, lua.LTrue)
+	if methods, ok := mt.RawGetString("methods").(*lua.LTable); ok {
+		typeName := t.Name()
+		if t.Kind() == reflect.Pointer {
+			typeName = t.Elem().Name()
+		}
+		if typeName == "" {
+			typeName = t.String()
+		}
+		var names []string
+		methods.ForEach(func(k, _ lua.LValue) { names = append(names, lua.LVAsString(k)) })
+		for _, m := range names {
+			methods.RawSetString(m, rt.guarded(typeName+"."+m, methods.RawGetString(m), nil))
+		}
+	}
+	for i := 0; i < t.NumMethod(); i++ {
+		rt.guardMethods(t.Method(i).Type, seen)
+	}
+	switch t.Kind() {
+	case reflect.Array, reflect.Chan, reflect.Slice:
+		rt.guardMethods(t.Elem(), seen)
+	case reflect.Pointer:
+		rt.guardMethods(t.Elem(), seen)
+	case reflect.Map:
+		rt.guardMethods(t.Key(), seen)
+		rt.guardMethods(t.Elem(), seen)
+	case reflect.Struct:
+		rt.guardMethods(reflect.PointerTo(t), seen) // an addressable field is handed out through a pointer
+		for i := 0; i < t.NumField(); i++ {
+			if f := t.Field(i); f.IsExported() {
+				rt.guardMethods(f.Type, seen)
+			}
+		}
+	}
 }
 
 // pcallNamed calls inner with every value on L's stack as arguments and
@@ -330,6 +401,7 @@ func (rt *Runtime) SetAsync(name string, fn any) error {
 		return fmt.Errorf("shield: SetAsync %q: %w", name, err)
 	}
 	return rt.Do(func(L *lua.LState) error {
+		rt.guardMethods(reflect.TypeOf(fn), map[reflect.Type]bool{})
 		L.SetGlobal(name, rt.asyncFunction(name, reflect.ValueOf(fn)))
 		return nil
 	})
