@@ -171,9 +171,9 @@ func TestAsyncHostErrors(t *testing.T) {
 		`charge("u1", 13)`: `t.lua:1: charge: panic: payment service gone`,
 		`charge("u1", 0)`:  `t.lua:1: charge: panic: assignment to entry in nil map`,
 		"\nlocal ok, e = pcall(charge, 'u1', 13)\nerror(e, 0)": `t.lua:2: charge: panic: payment service gone`,
-		`charge("u1", "x")`:                                   `t.lua:1: bad argument #2 to 'charge' (cannot use x (type lua.LString) as type int)`,
-		`charge(function() end, 1)`:                           `t.lua:1: bad argument #1 to 'charge' (a function cannot be handed to an async host function)`,
-		`charge({cb = function() end}, 1)`:                    `t.lua:1: bad argument #1 to 'charge' (a table holding a function cannot be handed to an async host function)`,
+		`charge("u1", "x")`:                `t.lua:1: bad argument #2 to 'charge' (cannot use x (type lua.LString) as type int)`,
+		`charge(function() end, 1)`:        `t.lua:1: bad argument #1 to 'charge' (a function cannot be handed to an async host function)`,
+		`charge({cb = function() end}, 1)`: `t.lua:1: bad argument #1 to 'charge' (a table holding a function cannot be handed to an async host function)`,
 	} {
 		err := rt.RunString(src, "t.lua")
 		if err == nil || !strings.HasPrefix(err.Error(), want) {
