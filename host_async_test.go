@@ -208,6 +208,30 @@ func TestAsyncHostOutsideATask(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "lookup: cannot block here") {
 		t.Fatalf("in a metamethod: %v", err)
 	}
+
+	// The loop waits for the call there, and its context ends when the
+	// runtime closes, which frees the loop.
+	started, ended := make(chan struct{}), make(chan error, 1)
+	if err := rt.SetAsync("wait_forever", func(ctx context.Context) {
+		close(started)
+		<-ctx.Done()
+		ended <- ctx.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	go rt.Do(func(L *lua.LState) error { return L.DoString(`wait_forever()`) })
+	<-started
+	closed := make(chan struct{})
+	go func() { rt.Close(50 * time.Millisecond); close(closed) }()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("ctx ended with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing the runtime did not end the call's context")
+	}
+	<-closed
 }
 
 // ExposeAsync refuses what cannot work, when it is called.

@@ -391,7 +391,8 @@ func holdsLua(p reflect.Type, seen map[reflect.Type]bool) bool {
 // back on the loop, and a non-nil last error result raises "<name>:
 // <error>" (a panic "<name>: panic: <value>") at the caller's line. fn's
 // context is cancelled when the calling task ends (a cancelled Call, an
-// interrupt) or the runtime closes. Outside any task (Lua run by Do) the
+// interrupt) or the runtime closes (when Close's grace period is over).
+// Outside any task (Lua run by Do) the
 // loop waits for fn; where a task cannot yield it raises cannot block here.
 func (rt *Runtime) SetAsync(name string, fn any) error {
 	if name == "" {
@@ -435,7 +436,7 @@ func (rt *Runtime) asyncFunction(name string, fn reflect.Value) lua.LValue {
 		captured = nil
 		L.SetTop(0)
 		return rt.Suspend(L, name, func(complete func(Result)) {
-			ctx, cancel := context.WithCancel(rt.ctx)
+			ctx, cancel := context.WithCancel(rt.hostContext())
 			task := rt.running
 			key := new(byte) // this call's task-end cleanup
 			if task != nil {
@@ -461,6 +462,25 @@ func (rt *Runtime) asyncFunction(name string, fn reflect.Value) lua.LValue {
 			})
 		})
 	})
+}
+
+// hostContext is the parent context of async host calls: it ends when the
+// runtime's context does, or earlier, when Close's grace period is over
+// (vm.kill). A call the loop itself waits for (outside any task) must end
+// then, or the loop never comes back for Close. Loop only.
+func (rt *Runtime) hostContext() context.Context {
+	if rt.hostCtx == nil {
+		ctx, cancel := context.WithCancel(rt.ctx)
+		go func() {
+			select {
+			case <-rt.vm.kill:
+			case <-ctx.Done():
+			}
+			cancel()
+		}()
+		rt.hostCtx = ctx
+	}
+	return rt.hostCtx
 }
 
 // callHost calls fn on a worker: its results without the error, its error,
