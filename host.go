@@ -37,10 +37,11 @@ func (m *Module) Expose(name string, v any) error {
 // host call (a database load, an HTTP request) does not stop the other
 // tasks of the state. fn's first parameter must be a context.Context: it is
 // cancelled when the calling task ends (its Call's context ended, it was
-// interrupted) or the runtime closes (when Close's grace period is over). The other parameters and the results
-// convert as Expose's do, with plain Go types only: a parameter that would
-// carry a Lua table, function or value to fn's goroutine is refused (an
-// error here), and so is a Lua function passed as an argument. A non-nil
+// interrupted) or the runtime closes (when Close's grace period is over).
+// The other parameters and the results convert as Expose's do, with plain
+// Go types only: a parameter that would carry a Lua table, function or
+// value to fn's goroutine is refused (an error here), and so is a Lua
+// function passed as an argument. A non-nil
 // last error result raises "<name>: <error>" at the caller's line; a panic
 // raises "<name>: panic: <value>". Errors: an empty name, fn not a func or
 // without the context parameter, or such a parameter.
