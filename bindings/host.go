@@ -153,8 +153,12 @@ var (
 
 func (rt *Runtime) valueNamed(name string, v any) lua.LValue {
 	fn := reflect.ValueOf(v)
-	if fn.IsValid() {
-		rt.guardMethods(fn.Type(), map[reflect.Type]bool{})
+	switch fn.Kind() {
+	case reflect.Invalid, reflect.Bool, reflect.String, reflect.Int, reflect.Int64, reflect.Float64: // the common scalars: no methods to guard
+	default:
+		if _, ok := v.(lua.LValue); !ok {
+			rt.guardMethods(fn.Type(), map[reflect.Type]bool{})
+		}
 	}
 	if fn.Kind() != reflect.Func || fn.IsNil() {
 		return luar.New(rt.L, v)
