@@ -503,7 +503,15 @@ func (m *Module) CacheStats() CacheStats {
 }
 
 // QueueInfo is the ops view of one queue; see QueueStats.
-type QueueInfo = bindings.QueueInfo
+type QueueInfo struct {
+	// Stats are the queue's facts as the backend sees them: on Redis,
+	// across every process (Consumers counts the processes seen in the last
+	// 10 s).
+	queue.Stats
+	// LocalConsumers counts the consume / subscribe handles running in this
+	// process.
+	LocalConsumers int
+}
 
 // QueueStats returns, sorted by name, the ops facts of every queue this
 // process opened: kind, length, pending / ready (delay), in flight and
@@ -517,7 +525,12 @@ func (m *Module) QueueStats(ctx context.Context) ([]QueueInfo, error) {
 	if m.queues == nil {
 		return nil, nil
 	}
-	return m.queues.Stats(ctx)
+	infos, err := m.queues.Stats(ctx)
+	out := make([]QueueInfo, len(infos))
+	for i, q := range infos {
+		out[i] = QueueInfo(q)
+	}
+	return out, err
 }
 
 // Close releases what the module opened, in this order: the ops endpoint;
