@@ -52,7 +52,7 @@ func benchRuntime(b *testing.B, cfg Config) *Runtime {
 	err = rt.Do(func(L *lua.LState) error {
 		L.SetGlobal("empty", L.NewFunction(func(*lua.LState) int { return 0 }))
 		L.SetGlobal("block", L.NewFunction(func(L *lua.LState) int {
-			return rt.Block(L, "block", func(w *bindings.Wait) func() {
+			return rt.rt.Block(L, "block", func(w *bindings.Wait) func() {
 				w.Complete(func() ([]lua.LValue, error) { return nil, nil })
 				return nil
 			})

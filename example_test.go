@@ -94,3 +94,37 @@ func ExampleRuntime_Set() {
 	// false reward.lua:3: give_reward: amount must be positive, got -5
 	// 50 <nil>
 }
+
+// Module.ExposeAsync hands scripts a slow host function (a database load,
+// an HTTP call) that runs off the loop: only the calling task waits, so
+// the five logins below take one load's time, not five.
+func ExampleModule_ExposeAsync() {
+	mod, _ := shieldglobal.New(shieldglobal.DefaultConfig(), quiet)
+	defer mod.Close()
+	err := mod.ExposeAsync("load_player", func(ctx context.Context, uid string) (string, error) {
+		select {
+		case <-time.After(200 * time.Millisecond): // the database
+			return "name of " + uid, nil
+		case <-ctx.Done(): // the calling task ended, or the runtime closed
+			return "", ctx.Err()
+		}
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	L := lua.NewState()
+	defer L.Close()
+	rt, _ := mod.NewRuntime(L)
+	defer rt.Close(time.Second)
+	err = rt.RunString(`
+		local names, loaded = {}, 0
+		for i = 1, 5 do
+			shield.spawn(function() names[i] = load_player("p" .. i); loaded = loaded + 1 end)
+		end
+		while loaded < 5 do shield.sleep(10) end
+		print(table.concat(names, ", "))`, "login.lua")
+	fmt.Println(err)
+	// Output:
+	// name of p1, name of p2, name of p3, name of p4, name of p5
+	// <nil>
+}

@@ -5,12 +5,15 @@ import (
 	"fmt"
 
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/bindings"
 )
 
-// exposed is one value Expose gave every runtime.
+// exposed is one value Expose (or ExposeAsync) gave every runtime.
 type exposed struct {
-	name string
-	v    any
+	name  string
+	v     any
+	async bool
 }
 
 // Expose makes v the global name of every Lua state whose runtime is
@@ -24,7 +27,37 @@ func (m *Module) Expose(name string, v any) error {
 	}
 	m.hostMu.Lock()
 	defer m.hostMu.Unlock()
-	m.exposed = append(m.exposed, exposed{name, v})
+	m.exposed = append(m.exposed, exposed{name: name, v: v})
+	return nil
+}
+
+// ExposeAsync makes fn the global name of every Lua state whose runtime is
+// created afterwards, as an async host function: fn runs on a goroutine of
+// its own, off the loop, and only the calling task waits for it, so a slow
+// host call (a database load, an HTTP request) does not stop the other
+// tasks of the state. fn's first parameter must be a context.Context: it is
+// cancelled when the calling task ends (its Call's context ended, it was
+// interrupted) or the runtime closes (when Close's grace period is over).
+// The other parameters and the results convert as Expose's do, with plain
+// Go types only: a parameter that would carry a Lua table, function or
+// value to fn's goroutine is refused (an error here), and so is a Lua
+// function passed as an argument. A non-nil
+// last error result raises "<name>: <error>" at the caller's line; a panic
+// raises "<name>: panic: <value>". Errors: an empty name, fn not a func or
+// without the context parameter, or such a parameter.
+//
+// Lua that runs outside any task (run by Runtime.Do itself) waits for fn
+// with the whole state, as for every blocking call (docs/embedding.md).
+func (m *Module) ExposeAsync(name string, fn any) error {
+	if name == "" {
+		return errors.New("shield: ExposeAsync: empty name")
+	}
+	if err := bindings.CheckAsync(fn); err != nil {
+		return fmt.Errorf("shield: ExposeAsync %q: %w", name, err)
+	}
+	m.hostMu.Lock()
+	defer m.hostMu.Unlock()
+	m.exposed = append(m.exposed, exposed{name: name, v: fn, async: true})
 	return nil
 }
 
@@ -38,13 +71,17 @@ func (m *Module) attach(L *lua.LState, rt *Runtime) error {
 	}
 	m.runtimes[L] = rt
 	m.hostMu.Unlock()
-	rt.OnStop(func() {
+	rt.rt.OnStop(func() {
 		m.hostMu.Lock()
 		delete(m.runtimes, L)
 		m.hostMu.Unlock()
 	})
 	for _, e := range values {
-		if err := rt.Set(e.name, e.v); err != nil {
+		set := rt.Set
+		if e.async {
+			set = rt.SetAsync
+		}
+		if err := set(e.name, e.v); err != nil {
 			return fmt.Errorf("shield: exposing %q: %w", e.name, err)
 		}
 	}
@@ -61,7 +98,7 @@ func (m *Module) Loader(L *lua.LState) int {
 	rt := m.runtimes[L]
 	if rt == nil {
 		for _, r := range m.runtimes { // L may be a thread of a runtime's state
-			if r.L.G == L.G {
+			if r.state.G == L.G {
 				rt = r
 				break
 			}
@@ -72,7 +109,7 @@ func (m *Module) Loader(L *lua.LState) int {
 		L.RaiseError("shield: this Lua state has no runtime: call Module.NewRuntime(L) before requiring shield")
 		return 0
 	}
-	L.Push(rt.Library())
+	L.Push(rt.rt.Library())
 	return 1
 }
 

@@ -2,8 +2,11 @@ package shieldglobal
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -97,4 +100,83 @@ func mustLoad(t *testing.T, rt *Runtime, src string) *lua.LFunction {
 		t.Fatal(err)
 	}
 	return fn
+}
+
+// A second runtime on a Lua state that has one is refused, from the same
+// Module, another Module, or through a thread of the state (two loops drove
+// one LState: data races and wrong results). Once the first is closed the
+// state may get a new one.
+func TestSecondRuntimeOnOneStateIsRefused(t *testing.T) {
+	m := newModule(t, config.Default())
+	other := newModule(t, config.Default())
+	L := lua.NewState()
+	defer L.Close()
+	rt, err := m.NewRuntime(L)
+	if err != nil {
+		t.Fatal(err)
+	}
+	thread, _ := L.NewThread()
+	for name, try := range map[string]func() (*Runtime, error){
+		"same module":    func() (*Runtime, error) { return m.NewRuntime(L) },
+		"another module": func() (*Runtime, error) { return other.NewRuntime(L) },
+		"a thread":       func() (*Runtime, error) { return m.NewRuntime(thread) },
+	} {
+		if second, err := try(); !errors.Is(err, ErrRuntimeInUse) || second != nil {
+			t.Errorf("%s: got %v, %v; want ErrRuntimeInUse", name, second, err)
+		}
+	}
+	if err := rt.RunString(`x = 1`, "t.lua"); err != nil {
+		t.Fatalf("the first runtime after the refusals: %v", err)
+	}
+	rt.Close(time.Second)
+	again, err := other.NewRuntime(L)
+	if err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+	defer again.Close(time.Second)
+	if err := again.RunString(`assert(x == 1)`, "t.lua"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type vault struct {
+	Gold int
+	Room *room
+}
+
+func (v *vault) Take(n int) int {
+	if n > v.Gold {
+		panic(fmt.Sprintf("only %d gold", v.Gold))
+	}
+	v.Gold -= n
+	return v.Gold
+}
+
+type room struct{ ID string }
+
+func (r room) Kick(uid string) { panic("kick " + uid + ": not in " + r.ID) }
+
+// A Go panic in a method of an exposed struct (gopher-luar proxy) raises a
+// Lua error naming Type.Method at the caller's line (it surfaced as the
+// bare panic value), also for a type reached through a field; the value
+// stays usable.
+func TestExposedMethodPanicsNameTheMethod(t *testing.T) {
+	m := newModule(t, config.Default())
+	if err := m.Expose("vault", &vault{Gold: 10, Room: &room{ID: "r1"}}); err != nil {
+		t.Fatal(err)
+	}
+	rt := newRuntime(t, m)
+	for src, want := range map[string]string{
+		`vault:Take(50)`: `t.lua:1: vault.Take: panic: only 10 gold`,
+		"\nlocal ok, e = pcall(vault.Take, vault, 50)\nerror(e, 0)": `t.lua:2: vault.Take: panic: only 10 gold`,
+		`vault.Room:Kick("u1")`: `t.lua:1: room.Kick: panic: kick u1: not in r1`,
+	} {
+		err := rt.RunString(src, "t.lua")
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s:\n got %v\nwant %s", src, err, want)
+		}
+	}
+	if err := rt.RunString(`assert(vault:Take(4) == 6)`, "t.lua"); err != nil {
+		t.Fatal(err)
+	}
 }

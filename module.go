@@ -49,12 +49,6 @@ import (
 // Config is the module configuration (see config/global.yaml).
 type Config = config.Config
 
-// Runtime runs one Lua state; see bindings.Runtime.
-type Runtime = bindings.Runtime
-
-// TaskError is an uncaught error of a task, with its Lua traceback.
-type TaskError = bindings.TaskError
-
 // ErrRuntimeClosed is returned by a Runtime's Do, RunFile and RunString once
 // it is closing.
 var ErrRuntimeClosed = bindings.ErrClosed
@@ -138,7 +132,7 @@ type Module struct {
 
 	hostMu   sync.Mutex
 	exposed  []exposed                // Expose: set in every new runtime
-	runtimes map[*lua.LState]*Runtime // for Loader
+	runtimes map[*lua.LState]*Runtime // for Loader and the ops report
 
 	// The scheduler (nil when scheduler.enabled is false): its Engine, the
 	// binding shared by the runtimes, the Redis store (nil on memory), and
@@ -457,17 +451,26 @@ func (m *Module) startCacheSync(g *bindings.Global, keys store.Keys) error {
 
 // NewRuntime installs shield into L and starts its loop. L then belongs to
 // the runtime: reach it only through Runtime.Do / RunFile / RunString.
-// Errors: ErrModuleClosed after Close, or a Lua state without the base
+// Errors: ErrModuleClosed after Close; ErrRuntimeInUse when L (or a thread
+// of L) already has a runtime that is not closed, of this Module or another
+// (two loops would drive one state); a Lua state without the base
 // libraries.
 func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 	if m.closed.Load() {
 		return nil, ErrModuleClosed
 	}
-	rt, err := bindings.NewRuntime(L, &bindings.Services{Context: m.ctx, Log: m.log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks, Queues: m.queues, Limiters: m.limiters,
-		Scheduler: m.schedBinding, SlowTask: config.Millis(m.cfg.Global.Runtime.SlowTask), Observe: m.observers()})
+	release, err := claim(L)
 	if err != nil {
 		return nil, err
 	}
+	brt, err := bindings.NewRuntime(L, &bindings.Services{Context: m.ctx, Log: m.log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks, Queues: m.queues, Limiters: m.limiters,
+		Scheduler: m.schedBinding, SlowTask: config.Millis(m.cfg.Global.Runtime.SlowTask), Observe: m.observers()})
+	if err != nil {
+		release()
+		return nil, err
+	}
+	brt.OnStop(release)
+	rt := &Runtime{rt: brt, state: L}
 	return rt, m.attach(L, rt)
 }
 
@@ -483,16 +486,33 @@ func StateOptions() lua.Options { return bindings.StateOptions() }
 // Lua error.
 var ErrModuleClosed = store.ErrModuleClosed
 
+// CacheStats are the counters of the local cache of shield.global.
+type CacheStats struct {
+	Size    int     // entries held now (some may have expired but not yet been dropped)
+	Hits    uint64  // reads the cache answered
+	Misses  uint64  // reads it did not (missing, expired, or bypassed while the invalidation channel was down)
+	HitRate float64 // Hits / (Hits + Misses); 0 before any lookup
+}
+
 // CacheStats reports the local cache (zero when it is off).
-func (m *Module) CacheStats() kv.CacheStats {
+func (m *Module) CacheStats() CacheStats {
 	if m.cache == nil {
-		return kv.CacheStats{}
+		return CacheStats{}
 	}
-	return m.cache.Stats()
+	s := m.cache.Stats()
+	return CacheStats(s)
 }
 
 // QueueInfo is the ops view of one queue; see QueueStats.
-type QueueInfo = bindings.QueueInfo
+type QueueInfo struct {
+	// Stats are the queue's facts as the backend sees them: on Redis,
+	// across every process (Consumers counts the processes seen in the last
+	// 10 s).
+	queue.Stats
+	// LocalConsumers counts the consume / subscribe handles running in this
+	// process.
+	LocalConsumers int
+}
 
 // QueueStats returns, sorted by name, the ops facts of every queue this
 // process opened: kind, length, pending / ready (delay), in flight and
@@ -506,7 +526,12 @@ func (m *Module) QueueStats(ctx context.Context) ([]QueueInfo, error) {
 	if m.queues == nil {
 		return nil, nil
 	}
-	return m.queues.Stats(ctx)
+	infos, err := m.queues.Stats(ctx)
+	out := make([]QueueInfo, len(infos))
+	for i, q := range infos {
+		out[i] = QueueInfo(q)
+	}
+	return out, err
 }
 
 // Close releases what the module opened, in this order: the ops endpoint;

@@ -227,7 +227,7 @@ func (m *Module) live(context.Context) error {
 	m.hostMu.Lock()
 	n, wedged := len(m.runtimes), 0
 	for _, rt := range m.runtimes {
-		if !rt.Responsive(wedgedAfter) {
+		if !rt.rt.Responsive(wedgedAfter) {
 			wedged++
 		}
 	}

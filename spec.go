@@ -316,7 +316,7 @@ return fn()`
 func (s *specRun) call(L *lua.LState) int {
 	fn := L.CheckFunction(1)
 	name := L.OptString(2, "test")
-	rt := s.rt
+	rt := s.rt.rt // the bindings runtime: the spec runner drives tasks itself
 	s.running.Store(&name)
 	wrapper, err := L.Load(strings.NewReader(callWrapper), "<shield>/spec-call")
 	if err != nil {

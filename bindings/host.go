@@ -9,6 +9,8 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 	luar "layeh.com/gopher-luar"
+
+	shieldlua "github.com/shieldrt/shieldglobal/lua/shield"
 )
 
 // The host's side: Go code calling script functions and handing Go values
@@ -151,6 +153,13 @@ var (
 
 func (rt *Runtime) valueNamed(name string, v any) lua.LValue {
 	fn := reflect.ValueOf(v)
+	switch fn.Kind() {
+	case reflect.Invalid, reflect.Bool, reflect.String, reflect.Int, reflect.Int64, reflect.Float64: // the common scalars: no methods to guard
+	default:
+		if _, ok := v.(lua.LValue); !ok {
+			rt.guardMethods(fn.Type(), map[reflect.Type]bool{})
+		}
+	}
 	if fn.Kind() != reflect.Func || fn.IsNil() {
 		return luar.New(rt.L, v)
 	}
@@ -209,23 +218,10 @@ func (rt *Runtime) valueNamed(name string, v any) lua.LValue {
 // when not nil, returns the error an adapter swallowed, to raise after.
 func (rt *Runtime) guarded(name string, inner lua.LValue, failed func() error) *lua.LFunction {
 	return rt.L.NewFunction(func(L *lua.LState) int {
-		base := L.GetTop()
-		L.Insert(inner, 1)
 		if failed != nil {
 			_ = failed()
 		}
-		if err := L.PCall(base, lua.MultRet, nil); err != nil {
-			var api *lua.ApiError
-			if errors.As(err, &api) && api.Type == lua.ApiErrorPanic {
-				raise(L, "%s: panic: %s", name, lua.LVAsString(api.Object))
-			}
-			msg := strings.TrimPrefix(lua.LVAsString(errorValue(err)), userWhere(L))
-			if arg, ok := strings.CutPrefix(msg, "bad argument "); ok {
-				// gopher-luar's conversion error: name the function
-				raise(L, "bad argument %s", strings.Replace(arg, " to (anonymous) (", " to '"+name+"' (", 1))
-			}
-			raise(L, "%s: %s", name, msg)
-		}
+		rt.pcallNamed(L, name, inner)
 		if failed != nil {
 			if err := failed(); err != nil {
 				raise(L, "%s: %s", name, err.Error())
@@ -235,6 +231,98 @@ func (rt *Runtime) guarded(name string, inner lua.LValue, failed func() error) *
 	})
 }
 
+// guardedMark marks a gopher-luar metatable whose methods guardMethods
+// wrapped.
+const guardedMark = "shield.guarded"
+
+// guardMethods wraps the methods gopher-luar gives Lua values of type t, and
+// of every type a value of t leads to (fields, elements, method and
+// function results), in guarded: a Go panic in p:Give(5) then raises
+// "player.Give: panic: ..." at the caller's line instead of a bare value.
+// Each type is wrapped once per Lua state (its metatable is marked). Loop
+// only.
+func (rt *Runtime) guardMethods(t reflect.Type, seen map[reflect.Type]bool) {
+	if seen[t] {
+		return
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Func:
+		for i := 0; i < t.NumOut(); i++ {
+			rt.guardMethods(t.Out(i), seen)
+		}
+		return
+	case reflect.Array, reflect.Chan, reflect.Map, reflect.Pointer, reflect.Slice, reflect.Struct:
+	default:
+		return
+	}
+	if t.Implements(lvalueType) {
+		return // a Lua value: gopher-luar passes it through
+	}
+	mt := luar.MT(rt.L, reflect.Zero(t).Interface())
+	if mt == nil || mt.RawGetString(guardedMark) != lua.LNil {
+		return
+	}
+	mt.RawSetString(guardedMark, lua.LTrue)
+	if methods, ok := mt.RawGetString("methods").(*lua.LTable); ok {
+		typeName := t.Name()
+		if t.Kind() == reflect.Pointer {
+			typeName = t.Elem().Name()
+		}
+		if typeName == "" {
+			typeName = t.String()
+		}
+		var names []string
+		methods.ForEach(func(k, _ lua.LValue) { names = append(names, lua.LVAsString(k)) })
+		for _, m := range names {
+			methods.RawSetString(m, rt.guarded(typeName+"."+m, methods.RawGetString(m), nil))
+		}
+	}
+	for i := 0; i < t.NumMethod(); i++ {
+		rt.guardMethods(t.Method(i).Type, seen)
+	}
+	switch t.Kind() {
+	case reflect.Array, reflect.Chan, reflect.Slice:
+		rt.guardMethods(t.Elem(), seen)
+	case reflect.Pointer:
+		rt.guardMethods(t.Elem(), seen)
+	case reflect.Map:
+		rt.guardMethods(t.Key(), seen)
+		rt.guardMethods(t.Elem(), seen)
+	case reflect.Struct:
+		rt.guardMethods(reflect.PointerTo(t), seen) // an addressable field is handed out through a pointer
+		for i := 0; i < t.NumField(); i++ {
+			if f := t.Field(i); f.IsExported() {
+				rt.guardMethods(f.Type, seen)
+			}
+		}
+	}
+}
+
+// pcallNamed calls inner with every value on L's stack as arguments and
+// leaves its results there; an error or a Go panic raises as guarded says.
+func (rt *Runtime) pcallNamed(L *lua.LState, name string, inner lua.LValue) {
+	base := L.GetTop()
+	L.Insert(inner, 1)
+	if err := L.PCall(base, lua.MultRet, nil); err != nil {
+		var api *lua.ApiError
+		if errors.As(err, &api) && api.Type == lua.ApiErrorPanic {
+			raise(L, "%s: panic: %s", name, lua.LVAsString(api.Object))
+		}
+		msg := strings.TrimPrefix(lua.LVAsString(errorValue(err)), userWhere(L))
+		if strings.HasPrefix(msg, shieldlua.ChunkPrefix) { // raised at the prelude's wrapper
+			if _, rest, ok := strings.Cut(msg, ": "); ok {
+				msg = rest
+			}
+		}
+		if arg, ok := strings.CutPrefix(msg, "bad argument "); ok {
+			// gopher-luar's conversion error: name the function
+			raise(L, "bad argument %s", strings.Replace(arg, " to (anonymous) (", " to '"+name+"' (", 1))
+		}
+		raise(L, "%s: %s", name, msg)
+	}
+}
+
 // errorValue is the Lua value a PCall error carries.
 func errorValue(err error) lua.LValue {
 	var api *lua.ApiError
@@ -242,4 +330,204 @@ func errorValue(err error) lua.LValue {
 		return api.Object
 	}
 	return lua.LString(err.Error())
+}
+
+// Async host functions: Go functions a script calls like any other, which
+// run off the loop and suspend only the calling task (OpenResty's
+// cosockets, skynet.call), for host work that waits (a database load, an
+// HTTP call to a payment service).
+
+// CheckAsync reports why fn cannot be an async host function: it must be a
+// func whose first parameter is a context.Context, and no parameter may
+// receive Lua values themselves (lua.LValue, *lua.LTable, funcs...): the
+// function runs on another goroutine, where touching the Lua state races
+// with the loop.
+func CheckAsync(fn any) error {
+	v := reflect.ValueOf(fn)
+	if v.Kind() != reflect.Func || v.IsNil() {
+		return fmt.Errorf("an async host function must be a non-nil func, got %T", fn)
+	}
+	t := v.Type()
+	if t.NumIn() == 0 || t.In(0) != ctxType {
+		return fmt.Errorf("an async host function's first parameter must be a context.Context (%s)", t)
+	}
+	for i := 1; i < t.NumIn(); i++ {
+		if p := t.In(i); holdsLua(p, map[reflect.Type]bool{}) {
+			return fmt.Errorf("parameter %d of an async host function (%s) would carry Lua values or functions to another goroutine; take plain Go values", i, p)
+		}
+	}
+	return nil
+}
+
+var lvalueType = reflect.TypeFor[lua.LValue]()
+
+// holdsLua tells whether gopher-luar would put a Lua value, or a Go func
+// that calls into Lua, somewhere in a value of type p.
+func holdsLua(p reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[p] {
+		return false
+	}
+	seen[p] = true
+	if p.Implements(lvalueType) {
+		return true
+	}
+	switch p.Kind() {
+	case reflect.Func:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Chan:
+		return holdsLua(p.Elem(), seen)
+	case reflect.Map:
+		return holdsLua(p.Key(), seen) || holdsLua(p.Elem(), seen)
+	case reflect.Struct:
+		for i := 0; i < p.NumField(); i++ {
+			if f := p.Field(i); f.IsExported() && holdsLua(f.Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// SetAsync makes fn, an async host function (see CheckAsync), the global
+// name of the Lua state. Called from a task, it converts the arguments on
+// the loop (as Set's functions do), runs fn on a worker goroutine and
+// suspends only the calling task until fn returns; its results convert
+// back on the loop, and a non-nil last error result raises "<name>:
+// <error>" (a panic "<name>: panic: <value>") at the caller's line. fn's
+// context is cancelled when the calling task ends (a cancelled Call, an
+// interrupt) or the runtime closes (when Close's grace period is over).
+// Outside any task (Lua run by Do) the
+// loop waits for fn; where a task cannot yield it raises cannot block here.
+func (rt *Runtime) SetAsync(name string, fn any) error {
+	if name == "" {
+		return errors.New("shield: SetAsync: empty name")
+	}
+	if err := CheckAsync(fn); err != nil {
+		return fmt.Errorf("shield: SetAsync %q: %w", name, err)
+	}
+	return rt.Do(func(L *lua.LState) error {
+		rt.guardMethods(reflect.TypeOf(fn), map[reflect.Type]bool{})
+		L.SetGlobal(name, rt.asyncFunction(name, reflect.ValueOf(fn)))
+		return nil
+	})
+}
+
+// asyncFunction is the Lua function of an async host function (a blocking
+// call, in the prelude's wrapper). Loop only.
+func (rt *Runtime) asyncFunction(name string, fn reflect.Value) lua.LValue {
+	t := fn.Type()
+	withErr := t.NumOut() > 0 && t.Out(t.NumOut()-1) == errType
+	in := make([]reflect.Type, 0, t.NumIn()-1)
+	for i := 1; i < t.NumIn(); i++ {
+		in = append(in, t.In(i))
+	}
+	// gopher-luar converts the arguments by calling capture, which keeps
+	// them for the worker; capture runs on the loop and never yields, so
+	// one slot serves every call.
+	var captured []reflect.Value
+	capture := luar.New(rt.L, reflect.MakeFunc(reflect.FuncOf(in, nil, t.IsVariadic()), func(args []reflect.Value) []reflect.Value {
+		captured = args
+		return nil
+	}).Interface())
+	return rt.blocking(func(L *lua.LState) int {
+		for i := 1; i <= L.GetTop(); i++ {
+			if what := luaOnly(L.Get(i), map[*lua.LTable]bool{}); what != "" {
+				raise(L, "bad argument #%d to '%s' (%s cannot be handed to an async host function)", i, name, what)
+			}
+		}
+		rt.pcallNamed(L, name, capture)
+		args := append([]reflect.Value{{}}, captured...)
+		captured = nil
+		L.SetTop(0)
+		// The task's end (or an interrupt) calls the cancel Block is given:
+		// the host function's context ends with the task.
+		return rt.Block(L, name, func(w *Wait) func() {
+			ctx, cancel := context.WithCancel(rt.hostContext())
+			args[0] = reflect.ValueOf(ctx)
+			rt.goWork(func() {
+				outs, err := callHost(fn, args, withErr)
+				w.Complete(func() ([]lua.LValue, error) {
+					cancel()
+					if err != nil {
+						return nil, err
+					}
+					vals := make([]lua.LValue, len(outs))
+					for i, o := range outs {
+						vals[i] = luar.New(rt.L, o.Interface())
+					}
+					return vals, nil
+				})
+			})
+			return cancel
+		})
+	})
+}
+
+// hostContext is the parent context of async host calls: it ends when the
+// runtime's context does, or earlier, when Close's grace period is over
+// (vm.kill). A call the loop itself waits for (outside any task) must end
+// then, or the loop never comes back for Close. Loop only.
+func (rt *Runtime) hostContext() context.Context {
+	if rt.hostCtx == nil {
+		ctx, cancel := context.WithCancel(rt.ctx)
+		go func() {
+			select {
+			case <-rt.vm.kill:
+			case <-ctx.Done():
+			}
+			cancel()
+		}()
+		rt.hostCtx = ctx
+	}
+	return rt.hostCtx
+}
+
+// callHost calls fn on a worker: its results without the error, its error,
+// or a panic as an error ("panic: <value>").
+func callHost(fn reflect.Value, args []reflect.Value, withErr bool) (outs []reflect.Value, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			outs, err = nil, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	if fn.Type().IsVariadic() {
+		outs = fn.CallSlice(args)
+	} else {
+		outs = fn.Call(args)
+	}
+	if withErr {
+		if e := outs[len(outs)-1]; !e.IsNil() {
+			return nil, e.Interface().(error)
+		}
+		outs = outs[:len(outs)-1]
+	}
+	return outs, nil
+}
+
+// luaOnly names what in v only lives in the Lua state (a function, a
+// coroutine), searching tables too; "" when v converts to plain Go values.
+func luaOnly(v lua.LValue, seen map[*lua.LTable]bool) string {
+	switch x := v.(type) {
+	case *lua.LFunction:
+		return "a function"
+	case *lua.LState:
+		return "a coroutine"
+	case *lua.LTable:
+		if seen[x] {
+			return ""
+		}
+		seen[x] = true
+		what := ""
+		x.ForEach(func(k, v lua.LValue) {
+			if what == "" {
+				if what = luaOnly(k, seen); what == "" {
+					what = luaOnly(v, seen)
+				}
+			}
+		})
+		if what != "" {
+			return "a table holding " + what
+		}
+	}
+	return ""
 }

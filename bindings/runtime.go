@@ -82,6 +82,8 @@ type Runtime struct {
 	rawCreate            lua.LGFunction // gopher-lua's coroutine.create
 
 	locks *lockBinding // nil when the lock capability is off
+
+	hostCtx context.Context // parent of async host calls' contexts (hostContext); loop only
 }
 
 // NewRuntime installs the shield library into L (require("shield") and the

@@ -183,7 +183,7 @@ func main() {
 	}
 	defer func() {
 		for _, rt := range rts {
-			L := rt.L
+			L := stateOf(rt)
 			rt.Close(5 * time.Second)
 			L.Close()
 		}
@@ -202,7 +202,7 @@ func main() {
 	}
 	defer func() {
 		for _, rt := range procs {
-			L := rt.L
+			L := stateOf(rt)
 			rt.Close(5 * time.Second)
 			L.Close()
 		}
@@ -409,6 +409,15 @@ func goCase(section, name, baseline string, op func(i int) error) *bcase {
 }
 
 // ---- Lua loops
+
+// stateOf returns the Lua state of rt (the one Do hands to its function).
+func stateOf(rt *shieldglobal.Runtime) *lua.LState {
+	var L *lua.LState
+	if err := rt.Do(func(l *lua.LState) error { L = l; return nil }); err != nil {
+		benchutil.Fatalf("stateOf: %v", err)
+	}
+	return L
+}
 
 func newRuntime(mod *shieldglobal.Module) *shieldglobal.Runtime {
 	rt, err := mod.NewRuntime(lua.NewState())
