@@ -309,4 +309,22 @@ describe("task files", function()
 		assert.is_true(s:remove("spec_tick"))
 		assert.error_matches(function() s:load(here .. "/no_such_folder") end, "no such file or directory")
 	end)
+
+	it("loads a tree of folders in path order, leaving out what skip matches", function()
+		local tree = here .. "/scheduler_tree"
+		-- Not recursive: only the top folder.
+		assert.are.same({ "tree_root" }, s:load(tree, { skip = "vendor" }))
+		assert.is_true(s:remove("tree_root"))
+		local names = s:load({ tree }, { recursive = true, skip = { "vendor", "*_draft.lua" } })
+		assert.are.same({ "tree_root", "tree_sub", "tree_deeper" }, names)
+		assert.are.equal("30 * * * *", s:get("tree_sub"):schedule())
+		for _, n in ipairs(names) do assert.is_true(s:remove(n)) end
+		-- Without the skip patterns a bad file fails the whole load, naming it.
+		assert.error_matches(function() s:load(tree, { recursive = true, skip = "vendor" }) end, "skipped_draft.lua: name must be")
+		assert.is_nil(s:get("tree_root"), "a failed load registered a task")
+		assert.error_matches(function() s:load(tree, { recursive = 1 }) end, "recursive must be a boolean")
+		assert.error_matches(function() s:load(tree, { depth = 2 }) end, 'unknown option "depth"')
+		assert.error_matches(function() s:load(tree, { skip = "[" }) end, "skip")
+		assert.error_matches(function() s:load(here .. "/scheduler_spec.lua") end, "not a directory")
+	end)
 end)
