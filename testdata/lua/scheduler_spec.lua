@@ -83,6 +83,48 @@ for _, distributed in ipairs({ false, true }) do
 			assert.is_true(s:remove(n))
 		end)
 
+		it("disables and enables: kept with its counters, never fires, no catch-up", function()
+			local n = name(mode .. ":off")
+			local fired = {}
+			local t = s:interval(n, 20, function(info) fired[#fired + 1] = info end, opts())
+			assert.is_true(wait_for(function() return #fired >= 2 end))
+			assert.is_true(s:disable(n))
+			assert.are.equal("disabled", t:status())
+			assert.are.equal("disabled", s:get(n):info().status)
+			assert.is_nil(t:next_run())
+			local listed = false
+			for _, x in ipairs(s:list()) do
+				if x:name() == n then listed = x:status() == "disabled" end
+			end
+			assert.is_true(listed, "list() shows the disabled task")
+			shield.sleep(30) -- a run claimed before the disable may still finish
+			local frozen = #fired
+			local count = t:run_count()
+			assert.is_true(count >= 2)
+			-- pause + resume leave it disabled
+			assert.is_true(s:pause(n))
+			assert.are.equal("disabled", t:status())
+			assert.is_true(s:resume(n))
+			assert.are.equal("disabled", t:status())
+			shield.sleep(100)
+			assert.are.equal(frozen, #fired, "a disabled task ran")
+			assert.are.equal(count, t:run_count())
+			local enabled_at = shield.now_ms()
+			assert.is_true(s:enable(n))
+			assert.are.equal("active", t:status())
+			assert.is_not_nil(t:next_run())
+			assert.is_true(wait_for(function() return #fired >= frozen + 2 end))
+			for i = frozen + 1, #fired do
+				assert.is_true(fired[i].scheduled >= enabled_at - 1, "a firing of the disabled period ran")
+			end
+			assert.are.equal(0, t:info().missed)
+			assert.is_true(s:enable(n)) -- not disabled: nothing changes
+			assert.is_true(s:remove(n))
+			local none, why = s:disable(n)
+			assert.is_nil(none)
+			assert.are.equal("not_found", why)
+		end)
+
 		it("gives task objects that show the current state", function()
 			local n = name(mode .. ":live")
 			local runs = 0
