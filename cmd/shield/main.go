@@ -36,6 +36,8 @@ func init() {
 			"run a script; stays up while it has subscriptions or scheduled work", cmdRun},
 		{"test", "[--config FILE] [--timeout 10s] [--output human|tap|junit] [paths...]",
 			"run *_spec.lua files (default testdata/lua); --timeout bounds each test", cmdTest},
+		{"scheduler", "start|stop|restart|status [flags] [DIR...]",
+			"a standalone scheduler node over task-file directories (shield scheduler --help)", cmdScheduler},
 	}
 }
 
