@@ -307,6 +307,10 @@ func schedRestart(argv []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	} else {
+		if *f.config != "" || *f.log != "" || len(f.skip) > 0 {
+			fmt.Fprintln(stderr, "shield scheduler restart: --config, --skip and --log replace the recorded arguments only with the directories: give them too")
+			return 2
+		}
 		st, err := readState(pidfile)
 		if err != nil {
 			fmt.Fprintf(stderr, "shield scheduler restart: no recorded arguments for pidfile %s (%v); give them: shield scheduler restart [flags] DIR...\n", pidfile, err)

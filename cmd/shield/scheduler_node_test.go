@@ -353,6 +353,8 @@ func TestSchedulerCommandLine(t *testing.T) {
 		{[]string{"scheduler", "start", "--skip", "[", dir}, "skip"},
 		{[]string{"scheduler", "restart", "--pidfile", filepath.Join(dir, "never.pid")}, "no recorded arguments"},
 		{[]string{"scheduler", "stop", "extra"}, "unexpected arguments"},
+		{[]string{"scheduler", "restart", "--skip", "x"}, "give them too"},
+		{[]string{"scheduler", "start", "--log", filepath.Join(dir, "l.log"), dir}, "--log goes with --detach"},
 	} {
 		r := runShield(t, context.Background(), tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {

@@ -116,3 +116,43 @@ func TestLocalDisable(t *testing.T) {
 		t.Fatalf("after enable: %+v", info)
 	}
 }
+
+// A process that hears an Enable late (its control message delayed past
+// the next fire time) still runs the first fire time after the enable: it
+// follows the record's cursor, not its own now. The enable comes from a
+// process that does not run the task (a control script).
+func testEnableHeardLate(t *testing.T, b backend) {
+	cl := newCluster(t, b, 0, 0)
+	var log runLog
+	sec := every(t, time.Second)
+	node, ctl := cl.es[0], cl.es[1]
+	cl.registerOn(0, node, "hb", sec, nil, log.run)
+	cl.advance(2500*time.Millisecond, 100*time.Millisecond)
+	do(t, ctl.Disable("hb"))
+	awaitLocal(t, node, func() bool { tk := node.tasks["hb"]; return tk != nil && tk.disabled }, "node disabled")
+	cl.advance(2*time.Second, 100*time.Millisecond)
+	before := len(log.all())
+	// The node stops hearing control messages.
+	node.unsub()
+	enabledAt := cl.clk.Now()
+	do(t, ctl.Enable("hb"))
+	cl.advance(1200*time.Millisecond, 100*time.Millisecond) // past the next fire time (4.5 s -> 5.7 s)
+	if n := len(log.all()); n != before {
+		t.Fatalf("%d runs before the node heard the enable", n-before)
+	}
+	// The message arrives now.
+	if err := node.call(func() { node.onControl(controlMsg{Op: ctlEnable, Name: "hb"}) }); err != nil {
+		t.Fatal(err)
+	}
+	cl.advance(100*time.Millisecond, 10*time.Millisecond)
+	rs := log.all()[before:]
+	if len(rs) != 1 {
+		t.Fatalf("%d runs once the node heard the enable; want the first fire time after it", len(rs))
+	}
+	if first := rs[0].Scheduled; !first.After(enabledAt) || first.After(enabledAt.Add(time.Second)) {
+		t.Fatalf("ran %v; want the first fire time after the enable at %v", first, enabledAt)
+	}
+	if info := do(t, ctl.Get("hb")); info.Missed != 0 || info.Status != StatusActive {
+		t.Fatalf("after enable: %+v", info)
+	}
+}

@@ -478,7 +478,7 @@ func (e *Engine) control(name string, op controlOp) *store.Op[struct{}] {
 			return struct{}{}, fmt.Errorf("%w: %q", ErrNotFound, name)
 		}
 		// Apply here at once; the control message will find it done.
-		e.post(func() { e.applyControl(controlMsg{Op: op, Name: name}, false) })
+		e.post(func() { e.applyControl(controlMsg{Op: op, Name: name, issued: true}, false) })
 		return struct{}{}, nil
 	})
 }

@@ -304,4 +304,7 @@ func (op controlOp) valid() bool {
 type controlMsg struct {
 	Op   controlOp
 	Name string
+	// issued: this process sent the control and its Store op has just
+	// returned (not a message from the Store).
+	issued bool
 }

@@ -590,10 +590,18 @@ func (e *Engine) applyControl(c controlMsg, local bool) bool {
 		if t.paused || t.disabled {
 			return true // the other flag still holds it
 		}
-		if t.distributed() {
+		switch {
+		case t.distributed() && c.Op == ctlEnable && !c.issued:
+			// The Store moved the record's cursor to its now when it
+			// enabled the task: follow the record rather than this
+			// process's now, which is later when the message came late,
+			// so every process runs the first fire time after the enable.
+			t.lastSync = 0
+			e.resync(t)
+		case t.distributed():
 			t.cursor = max(t.cursor, e.storeNowMs())
 			e.planDist(t)
-		} else {
+		default:
 			e.planLocal(t, e.nowNs()/int64(time.Millisecond))
 		}
 	case ctlRemove:
