@@ -200,9 +200,10 @@ func TestSchedulerNodeOnRedis(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // a run claimed just before the disable may still record itself
 	frozen := fireTimes(t, c, prefix, "node_tick")
 	for _, f := range frozen {
-		// A firing is claimed 20 ms ahead of its time: one claimed just
-		// before the disable runs; none later.
-		if f > disabled+50 {
+		// A firing is claimed 20 ms ahead of its time (the Store takes
+		// claims up to 70 ms ahead): one claimed just before the disable
+		// runs; none later.
+		if f > disabled+100 {
 			t.Fatalf("node_tick fired at %d, after its disable (done at %d)", f, disabled)
 		}
 	}
