@@ -85,10 +85,12 @@ for _, distributed in ipairs({ false, true }) do
 
 		it("disables and enables: kept with its counters, never fires, no catch-up", function()
 			local n = name(mode .. ":off")
-			local fired = {}
+			local fired, missed = {}, {}
+			s:on("missed", function(task, info) if task == n then missed[#missed + 1] = info end end)
 			local t = s:interval(n, 20, function(info) fired[#fired + 1] = info end, opts())
 			assert.is_true(wait_for(function() return #fired >= 2 end))
 			assert.is_true(s:disable(n))
+			local disabled_at = shield.now_ms()
 			assert.are.equal("disabled", t:status())
 			assert.are.equal("disabled", s:get(n):info().status)
 			assert.is_nil(t:next_run())
@@ -97,18 +99,21 @@ for _, distributed in ipairs({ false, true }) do
 				if x:name() == n then listed = x:status() == "disabled" end
 			end
 			assert.is_true(listed, "list() shows the disabled task")
-			shield.sleep(30) -- a run claimed before the disable may still finish
-			local frozen = #fired
 			local count = t:run_count()
-			assert.is_true(count >= 2)
+			assert.is_true(count >= 1)
 			-- pause + resume leave it disabled
 			assert.is_true(s:pause(n))
 			assert.are.equal("disabled", t:status())
 			assert.is_true(s:resume(n))
 			assert.are.equal("disabled", t:status())
 			shield.sleep(100)
-			assert.are.equal(frozen, #fired, "a disabled task ran")
-			assert.are.equal(count, t:run_count())
+			-- Only a firing claimed before the disable (up to 70 ms ahead of
+			-- its time, on Redis) may still have run.
+			local frozen = #fired
+			for i = 1, frozen do
+				assert.is_true(fired[i].scheduled <= disabled_at + 70, "a disabled task ran")
+			end
+			assert.is_true(t:run_count() >= count, "the counters were kept")
 			local enabled_at = shield.now_ms()
 			assert.is_true(s:enable(n))
 			assert.are.equal("active", t:status())
@@ -117,7 +122,13 @@ for _, distributed in ipairs({ false, true }) do
 			for i = frozen + 1, #fired do
 				assert.is_true(fired[i].scheduled >= enabled_at - 1, "a firing of the disabled period ran")
 			end
-			assert.are.equal(0, t:info().missed)
+			-- The disabled period is not counted missed either. (A loaded
+			-- machine may miss 20 ms firings before the disable or after
+			-- the enable: those count.)
+			for _, m in ipairs(missed) do
+				local outside = m.last_scheduled <= disabled_at + 70 or m.scheduled >= enabled_at - 1
+				assert.is_true(outside, "a firing of the disabled period was counted missed")
+			end
 			assert.is_true(s:enable(n)) -- not disabled: nothing changes
 			assert.is_true(s:remove(n))
 			local none, why = s:disable(n)
