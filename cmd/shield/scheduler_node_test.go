@@ -270,6 +270,7 @@ func TestSchedulerNodeOnRedis(t *testing.T) {
 		if took > grace+2*time.Second {
 			t.Fatalf("stop took %v; want within the grace (%v) + 2 s", took, grace)
 		}
+		t.Logf("stop of %s took %v (the stop command's own start included)", filepath.Base(p), took)
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Fatalf("pidfile after stop: %v", err)
 		}
