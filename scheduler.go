@@ -9,6 +9,7 @@ import (
 	"github.com/shieldrt/shieldglobal/bindings"
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
+	"github.com/shieldrt/shieldglobal/ops"
 )
 
 // The Module's scheduler: one Engine per process, shared by every runtime
@@ -125,4 +126,13 @@ func (m *Module) closeScheduler() error {
 		err = errors.Join(err, m.schedStore.Close())
 	}
 	return err
+}
+
+// SchedulerReport is what GET /ops/scheduler answers, whether or not the
+// ops endpoint is on: every task registered in this process, a distributed
+// task's figures read from the store. `shield scheduler status` gets it
+// from a node through the node's own control endpoint. Errors: the
+// store's, ctx's.
+func (m *Module) SchedulerReport(ctx context.Context) (ops.Scheduler, error) {
+	return m.opsScheduler(ctx)
 }

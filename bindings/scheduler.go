@@ -222,7 +222,8 @@ func (rt *Runtime) installScheduler(lib *lua.LTable, s *Scheduler) {
 		fn   lua.LGFunction
 	}{
 		{"cron", b.cron}, {"interval", b.interval}, {"once", b.once}, {"add", b.add},
-		{"get", b.get}, {"pause", b.pause}, {"resume", b.resume}, {"remove", b.remove}, {"trigger", b.trigger},
+		{"get", b.get}, {"pause", b.pause}, {"resume", b.resume},
+		{"disable", b.disable}, {"enable", b.enable}, {"remove", b.remove}, {"trigger", b.trigger},
 		{"list", b.list},
 	} {
 		methods.RawSetString(m.name, rt.blocking(m.fn))

@@ -168,6 +168,20 @@ func (b *schedBinding) resume(L *lua.LState) int {
 	return b.control(L, "resume", b.s.Engine.Resume)
 }
 
+// scheduler:disable(name) -> true, or nil, "not_found": off the schedule
+// until enable (kept registered, with its counters; status "disabled"). A
+// distributed task is disabled in every process, and the state is stored
+// with its record (it survives a restart on Redis).
+func (b *schedBinding) disable(L *lua.LState) int {
+	return b.control(L, "disable", b.s.Engine.Disable)
+}
+
+// scheduler:enable(name) -> true, or nil, "not_found": back on the schedule
+// from its next fire time (the disabled period is not caught up).
+func (b *schedBinding) enable(L *lua.LState) int {
+	return b.control(L, "enable", b.s.Engine.Enable)
+}
+
 // scheduler:remove(name) -> true, or nil, "not_found". A distributed task
 // is removed in every process (the Engine tells each registrant: Gone).
 func (b *schedBinding) remove(L *lua.LState) int {

@@ -2,9 +2,10 @@ package bindings
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
@@ -14,8 +15,9 @@ import (
 )
 
 // Task files (seed 001's annotation-driven registration, in Lua form):
-// scheduler:load(dir) runs every *.lua file of dir, in name order, each
-// returning
+// scheduler:load(dir [, opts]) runs every *.lua file of dir (or of each
+// directory of a list; of their trees with opts.recursive; leaving out
+// what the globs of opts.skip match), in path order, each returning
 //
 //	{ name = "clean_logs", expression = "daily:03:00", handle = function(info) ... end, distributed = true, ... }
 //
@@ -28,8 +30,8 @@ import (
 // runtime chunk, so errors point at the script's load call.
 const loadChunk = `
 local prepare, register = ...
-return function(self, dir)
-	local specs = prepare(self, dir)
+return function(self, dir, opts)
+	local specs = prepare(self, dir, opts)
 	local names = {}
 	for i = 1, #specs do
 		names[i] = register(self, specs[i]):name()
@@ -65,21 +67,39 @@ func (b *schedBinding) loader() lua.LValue {
 
 var taskFileKeys = map[string]bool{"name": true, "expression": true, "handle": true}
 
-// prepareFiles(self, dir) -> { taskFile userdata, ... }.
+// prepareFiles(self, dir [, opts]) -> { taskFile userdata, ... }. dir is
+// a directory or a list of them; opts: recursive (bool), skip (a glob or a
+// list of globs, matched against each entry's name and its path under the
+// directory).
 func (b *schedBinding) prepareFiles(L *lua.LState) int {
 	a := b.args(L, "load")
-	dir := a.name(2, "directory")
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		a.fail("%v", err)
+	var dirs []string
+	if t, ok := L.Get(2).(*lua.LTable); ok {
+		for i := 1; i <= t.Len(); i++ {
+			d, ok := t.RawGetInt(i).(lua.LString)
+			if !ok || d == "" {
+				a.bad(2, fmt.Sprintf("directory #%d must be a non-empty string, got %s", i, describeValue(t.RawGetInt(i))))
+			}
+			dirs = append(dirs, string(d))
+		}
+		if len(dirs) == 0 {
+			a.bad(2, "no directory given")
+		}
+	} else {
+		dirs = []string{a.name(2, "directory")}
+	}
+	var lo loadOpts
+	if L.Get(3) != lua.LNil {
+		lo = b.loadOptions(a, a.table(3))
 	}
 	var files []string
-	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".lua") {
-			files = append(files, filepath.Join(dir, e.Name()))
+	for _, dir := range dirs {
+		fs, err := lo.taskFiles(dir)
+		if err != nil {
+			a.fail("%v", err)
 		}
+		files = append(files, fs...)
 	}
-	sort.Strings(files)
 	out := L.CreateTable(len(files), 0)
 	seen := map[string]string{}
 	for i, f := range files {
@@ -94,6 +114,96 @@ func (b *schedBinding) prepareFiles(L *lua.LState) int {
 	}
 	L.Push(out)
 	return 1
+}
+
+// loadOpts are load's options.
+type loadOpts struct {
+	recursive bool
+	skip      []string
+}
+
+// loadOptions reads load's options table (argument #3).
+func (b *schedBinding) loadOptions(a args, t *lua.LTable) loadOpts {
+	var lo loadOpts
+	t.ForEach(func(k, v lua.LValue) {
+		switch k.String() {
+		case "recursive":
+			bv, ok := v.(lua.LBool)
+			if !ok {
+				a.bad(3, fmt.Sprintf("recursive must be a boolean, got %s", describeValue(v)))
+			}
+			lo.recursive = bool(bv)
+		case "skip":
+			var pats []lua.LValue
+			if list, ok := v.(*lua.LTable); ok {
+				for i := 1; i <= list.Len(); i++ {
+					pats = append(pats, list.RawGetInt(i))
+				}
+			} else {
+				pats = []lua.LValue{v}
+			}
+			for _, p := range pats {
+				ps, ok := p.(lua.LString)
+				if !ok {
+					a.bad(3, fmt.Sprintf("skip must be a glob or a list of globs, got %s", describeValue(p)))
+				}
+				if _, err := path.Match(string(ps), ""); err != nil {
+					a.bad(3, fmt.Sprintf("skip %q: %v", string(ps), err))
+				}
+				lo.skip = append(lo.skip, string(ps))
+			}
+		default:
+			a.bad(3, fmt.Sprintf("unknown option %q (known: recursive, skip)", k.String()))
+		}
+	})
+	return lo
+}
+
+// skipped reports whether the entry at rel (slash-separated, under the
+// loaded directory) matches a skip pattern, by its name or its path.
+func (lo loadOpts) skipped(rel string) bool {
+	for _, p := range lo.skip {
+		if ok, _ := path.Match(p, path.Base(rel)); ok {
+			return true
+		}
+		if ok, _ := path.Match(p, rel); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// taskFiles lists the *.lua files of dir (of its tree, if recursive), in
+// lexical path order, leaving out what a skip pattern matches (a skipped
+// directory is not entered).
+func (lo loadOpts) taskFiles(dir string) ([]string, error) {
+	if st, err := os.Stat(dir); err != nil {
+		return nil, err
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("%s: not a directory", dir)
+	}
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == dir {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if !lo.recursive || lo.skipped(rel) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(d.Name(), ".lua") && !lo.skipped(rel) {
+			files = append(files, p)
+		}
+		return nil
+	})
+	return files, err
 }
 
 // readTaskFile runs one task file and checks what it returns.

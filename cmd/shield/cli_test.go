@@ -230,7 +230,7 @@ end)`)
 	t.Cleanup(func() { cmd.Process.Kill() })
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	waitFor(t, "reading", stdout.String)
+	waitForText(t, "reading", stdout.String)
 	// Two different signals, so that they cannot merge into one while
 	// pending.
 	cmd.Process.Signal(syscall.SIGINT)
@@ -252,7 +252,7 @@ end)`)
 }
 
 // waitFor polls get until it contains want (20 s: a hang, not a slow machine).
-func waitFor(t *testing.T, want string, get func() string) {
+func waitForText(t *testing.T, want string, get func() string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(get(), want) {

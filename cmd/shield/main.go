@@ -54,6 +54,8 @@ func init() {
 			"show the commands, or one command's flags", cmdHelp},
 		{"config", "check [FILE]", "validate FILE (or the defaults) with the SHIELD_* environment; print the effective config, secrets masked", cmdConfig},
 		{"ops", opsSynopsis, "admin CLI on Redis: list queues, dead letters and tasks, requeue, pause/resume/remove, boards, locks", cmdOps},
+		{"scheduler", "start|stop|restart|status [flags] [DIR...]",
+			"a standalone scheduler node over task-file directories (shield scheduler --help)", cmdScheduler},
 	}
 }
 

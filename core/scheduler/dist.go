@@ -33,7 +33,7 @@ func (e *Engine) adopt(t *task, sched Schedule, rec record) {
 	}
 	t.tl = sched.timeline(loc, rec.Anchor)
 	t.cursor = rec.Cursor
-	t.paused = rec.Paused
+	t.paused, t.disabled = rec.Paused, rec.Disabled
 	t.cache(rec)
 	if rec.Orphaned {
 		e.scanOrphans(t)
@@ -45,7 +45,7 @@ func (e *Engine) adopt(t *task, sched Schedule, rec record) {
 func (e *Engine) planDist(t *task) {
 	e.unschedule(&t.fire)
 	t.next = 0
-	if t.paused || t.removed || t.claiming || e.closing {
+	if t.paused || t.disabled || t.removed || t.claiming || e.closing {
 		return
 	}
 	n := t.tl.next(t.cursor)
@@ -70,7 +70,7 @@ func (e *Engine) dropSpentOnce(t *task) {
 // claimDue claims the firing that is due: t.next, or the latest fire time
 // already past on the Store's clock if the loop comes late (catch-up).
 func (e *Engine) claimDue(t *task) {
-	if t.claiming || t.paused || t.removed || e.closing || t.next == 0 {
+	if t.claiming || t.paused || t.disabled || t.removed || e.closing || t.next == 0 {
 		return
 	}
 	now := e.storeNowMs()
@@ -201,6 +201,10 @@ func (e *Engine) claimed(t *task, c claim, res claimResult, err error, t0, t1 ti
 		t.late = false
 	case outcomePaused:
 		t.paused = true
+		t.next = 0
+		return
+	case outcomeDisabled:
+		t.disabled = true
 		t.next = 0
 		return
 	case outcomeEarly:

@@ -353,7 +353,10 @@ func remoteInfo(r record) Info {
 	if r.Paused {
 		info.Status = StatusPaused
 	}
-	if s, err := parseSpec(r.Spec); err == nil && !r.Paused {
+	if r.Disabled {
+		info.Status = StatusDisabled
+	}
+	if s, err := parseSpec(r.Spec); err == nil && !r.Paused && !r.Disabled {
 		loc, lerr := loadLocation(r.Timezone)
 		if lerr != nil {
 			loc = time.UTC
@@ -413,6 +416,20 @@ func (e *Engine) Pause(name string) *store.Op[struct{}] { return e.control(name,
 // not run nor counted. Errors as Pause.
 func (e *Engine) Resume(name string) *store.Op[struct{}] { return e.control(name, ctlResume) }
 
+// Disable takes the task off the schedule until Enable: it stays
+// registered (get, list, ops), keeps its counters, never fires, and shows
+// StatusDisabled. For a distributed task the state is recorded in the
+// Store, so it applies in every process, and to a process that registers
+// the task later (a restarted node). Runs in progress finish. A paused
+// task can be disabled (and stays paused when enabled). Errors as Pause.
+func (e *Engine) Disable(name string) *store.Op[struct{}] { return e.control(name, ctlDisable) }
+
+// Enable puts a disabled task back on its schedule from its next fire
+// time: firings while it was disabled are neither run nor counted (no
+// catch-up). A task that is not disabled is left as it is. Errors as
+// Pause.
+func (e *Engine) Enable(name string) *store.Op[struct{}] { return e.control(name, ctlEnable) }
+
 // Remove deletes the task (runs in progress finish; pending retries are
 // dropped) and calls its registrants' Task.Gone. A distributed task is
 // removed from the Store and from every process (each calls the Gone of
@@ -461,7 +478,7 @@ func (e *Engine) control(name string, op controlOp) *store.Op[struct{}] {
 			return struct{}{}, fmt.Errorf("%w: %q", ErrNotFound, name)
 		}
 		// Apply here at once; the control message will find it done.
-		e.post(func() { e.applyControl(controlMsg{Op: op, Name: name}, false) })
+		e.post(func() { e.applyControl(controlMsg{Op: op, Name: name, issued: true}, false) })
 		return struct{}{}, nil
 	})
 }

@@ -182,6 +182,9 @@ func (m *Memory) claim(c claim) step[claimResult] {
 		case c.Fire == 0:
 			res.Outcome = outcomeNone
 			return res, nil, nil
+		case r.Disabled:
+			res.Outcome = outcomeDisabled
+			return res, nil, nil
 		case r.Paused:
 			res.Outcome = outcomePaused
 			return res, nil, nil
@@ -307,7 +310,7 @@ func (m *Memory) addMissed(name string, n int64) step[struct{}] {
 
 // control implements Store.
 func (m *Memory) control(name string, op controlOp) step[bool] {
-	if op != ctlPause && op != ctlResume && op != ctlRemove {
+	if !op.valid() {
 		return step[bool]{local: func() (bool, error) { return false, fmt.Errorf("%w: control %q", ErrInvalid, op) }}
 	}
 	return memOp(m, func(now int64) (bool, []controlMsg, error) {
@@ -321,6 +324,13 @@ func (m *Memory) control(name string, op controlOp) step[bool] {
 		case ctlResume:
 			r.Paused = false
 			r.Cursor = max(r.Cursor, now)
+		case ctlDisable:
+			r.Disabled = true
+		case ctlEnable:
+			if r.Disabled {
+				r.Disabled = false
+				r.Cursor = max(r.Cursor, now)
+			}
 		case ctlRemove:
 			delete(m.tasks, name)
 		}

@@ -173,6 +173,7 @@ func readRecord(what, name string, rep *store.Reply, now int64) (record, error) 
 	rec.Errored = str() == "1"
 	rec.Version = n()
 	rec.Done = str() == "1"
+	rec.Disabled = str() == "1"
 	rec.Orphaned = r.Int() == 1
 	rec.Running = r.Int()
 	return rec, r.End()
@@ -201,7 +202,7 @@ func (r *Redis) claim(c claim) step[claimResult] {
 		res := claimResult{Outcome: outcome(rep.Int()), Now: rep.Int(), Cursor: rep.Int(), Recount: rep.Int() == 1,
 			RunDeadline: rep.Int(), Wait: time.Duration(rep.Int()) * time.Millisecond, Orphan: rep.Int(),
 			Dropped: rep.Int(), DroppedFirst: rep.Int(), DroppedLast: rep.Int()}
-		if rep.Err() == nil && (res.Outcome < outcomeClaimed || res.Outcome > outcomeNone) {
+		if rep.Err() == nil && (res.Outcome < outcomeClaimed || res.Outcome > outcomeDisabled) {
 			return res, fmt.Errorf("%s: %w: outcome %d", what, store.ErrReply, res.Outcome)
 		}
 		return res, nil
@@ -244,7 +245,7 @@ func (r *Redis) addMissed(name string, n int64) step[struct{}] {
 }
 
 func (r *Redis) control(name string, op controlOp) step[bool] {
-	if op != ctlPause && op != ctlResume && op != ctlRemove {
+	if !op.valid() {
 		return step[bool]{local: func() (bool, error) { return false, fmt.Errorf("%w: control %q", ErrInvalid, op) }}
 	}
 	what := fmt.Sprintf("scheduler: %s %q", op, name)

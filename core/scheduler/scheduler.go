@@ -69,7 +69,7 @@ var (
 	// task of another kind (cron, interval or once), in this process or in
 	// the Store. Remove the task first to change its kind.
 	ErrKindConflict = errors.New("scheduler: task exists with another kind")
-	// ErrNotFound is returned by Get, Pause, Resume, Remove and Trigger for
+	// ErrNotFound is returned by Get, Pause, Resume, Disable, Enable, Remove and Trigger for
 	// a task that does not exist (Trigger: that is not registered in this
 	// process, since it needs the task's RunFunc).
 	ErrNotFound = errors.New("scheduler: task not found")
@@ -96,6 +96,11 @@ const (
 	StatusActive Status = "active"
 	// StatusPaused: Pause stopped it; Resume starts it again.
 	StatusPaused Status = "paused"
+	// StatusDisabled: Disable took it off the schedule (it stays
+	// registered, keeps its counters and never fires); Enable puts it back
+	// from the next fire time. It outranks paused: a task both paused and
+	// disabled shows disabled.
+	StatusDisabled Status = "disabled"
 	// StatusError: the task is active but its latest firing failed (after
 	// its retries); the next successful run makes it active again.
 	StatusError Status = "error"
@@ -302,7 +307,8 @@ type Info struct {
 	// Timezone of a cron schedule ("UTC" when none was given).
 	Timezone string
 	Status   Status
-	// NextRun is the next scheduled fire time (zero when none: paused, or
+	// NextRun is the next scheduled fire time (zero when none: paused,
+	// disabled, or
 	// a one-shot task that has run).
 	NextRun time.Time
 	// LastRun is when the latest run started (zero before the first).

@@ -36,9 +36,10 @@ type Store interface {
 	finish(f finish) step[finishResult]
 	// addMissed adds n to a record's missed count.
 	addMissed(name string, n int64) step[struct{}]
-	// control pauses, resumes or removes a record and tells every Engine;
-	// it returns false when there is no record. Resume moves the cursor to
-	// now, so firings while paused count as nothing.
+	// control pauses, resumes, disables, enables or removes a record and
+	// tells every Engine; it returns false when there is no record. Resume
+	// and Enable (of a disabled record) move the cursor to now, so firings
+	// while paused or disabled count as nothing.
 	control(name string, op controlOp) step[bool]
 	// get returns a record (found false when there is none).
 	get(name string) step[found]
@@ -111,6 +112,7 @@ type record struct {
 	Timezone        string
 	Anchor          int64
 	Paused          bool
+	Disabled        bool  // Disable: off the schedule until Enable (apart from Paused)
 	Cursor          int64 // the latest fire time settled (claimed, skipped or missed)
 	LastRun         int64
 	RunCount        int64
@@ -198,6 +200,8 @@ const (
 	outcomeUnknown
 	// outcomeNone: Fire was 0.
 	outcomeNone
+	// outcomeDisabled: the task is disabled; nothing changed.
+	outcomeDisabled
 )
 
 // claimResult is what claim returns.
@@ -277,6 +281,9 @@ const (
 	ctlPause  controlOp = "pause"
 	ctlResume controlOp = "resume"
 	ctlRemove controlOp = "remove"
+	// ctlDisable, ctlEnable: Disable and Enable.
+	ctlDisable controlOp = "disable"
+	ctlEnable  controlOp = "enable"
 	// ctlUpdate: the schedule changed; re-read the record.
 	ctlUpdate controlOp = "update"
 	// ctlResync: the Store's connection came back; re-read every
@@ -284,8 +291,20 @@ const (
 	ctlResync controlOp = "resync"
 )
 
+// valid reports whether op is one a caller may send (Store.control).
+func (op controlOp) valid() bool {
+	switch op {
+	case ctlPause, ctlResume, ctlDisable, ctlEnable, ctlRemove:
+		return true
+	}
+	return false
+}
+
 // controlMsg is one control message.
 type controlMsg struct {
 	Op   controlOp
 	Name string
+	// issued: this process sent the control and its Store op has just
+	// returned (not a message from the Store).
+	issued bool
 }

@@ -22,12 +22,13 @@ type task struct {
 	rr      int       // next runner, round robin
 	one     [1]runner // runners' storage while there is one (the common case)
 
-	paused  bool // (the flags side by side: the struct fits a smaller size class)
-	removed bool
-	fire    item // the next firing (distributed: its claim)
-	next    int64
-	running int
-	stats   counters
+	paused   bool // (the flags side by side: the struct fits a smaller size class)
+	disabled bool // Disable; apart from paused: the task fires when neither is set
+	removed  bool
+	fire     item // the next firing (distributed: its claim)
+	next     int64
+	running  int
+	stats    counters
 
 	*distState // distributed tasks only; nil for a local one
 }
@@ -98,9 +99,12 @@ func (t *task) info() Info {
 	if t.tl.s.kind == KindCron {
 		info.Timezone = t.opts.loc.String()
 	}
-	if t.paused {
+	switch {
+	case t.disabled:
+		info.Status = StatusDisabled
+	case t.paused:
 		info.Status = StatusPaused
-	} else if t.next != 0 {
+	case t.next != 0:
 		info.NextRun = time.UnixMilli(t.next).UTC()
 	}
 	t.stats.fill(&info)
@@ -252,7 +256,7 @@ func (t *task) pick() RunFunc {
 func (e *Engine) planLocal(t *task, after int64) {
 	e.unschedule(&t.fire)
 	t.next = 0
-	if t.paused || t.removed {
+	if t.paused || t.disabled || t.removed {
 		return
 	}
 	n := t.tl.next(after)
@@ -555,7 +559,9 @@ func (e *Engine) detach(owner string) {
 	}
 }
 
-// applyControl applies a pause, resume or remove to the task here; it
+// applyControl applies a pause, resume, disable, enable or remove to the
+// task here (resume and enable restart it from now, unless the other flag
+// still holds it); it
 // reports whether the task is registered here. local is true for a
 // control of a local task (no Store involved).
 func (e *Engine) applyControl(c controlMsg, local bool) bool {
@@ -568,15 +574,34 @@ func (e *Engine) applyControl(c controlMsg, local bool) bool {
 		t.paused = true
 		t.next = 0
 		e.unschedule(&t.fire)
-	case ctlResume:
-		if !t.paused {
+	case ctlDisable:
+		t.disabled = true
+		t.next = 0
+		e.unschedule(&t.fire)
+	case ctlResume, ctlEnable:
+		if c.Op == ctlResume && !t.paused || c.Op == ctlEnable && !t.disabled {
 			return true
 		}
-		t.paused = false
-		if t.distributed() {
+		if c.Op == ctlResume {
+			t.paused = false
+		} else {
+			t.disabled = false
+		}
+		if t.paused || t.disabled {
+			return true // the other flag still holds it
+		}
+		switch {
+		case t.distributed() && c.Op == ctlEnable && !c.issued:
+			// The Store moved the record's cursor to its now when it
+			// enabled the task: follow the record rather than this
+			// process's now, which is later when the message came late,
+			// so every process runs the first fire time after the enable.
+			t.lastSync = 0
+			e.resync(t)
+		case t.distributed():
 			t.cursor = max(t.cursor, e.storeNowMs())
 			e.planDist(t)
-		} else {
+		default:
 			e.planLocal(t, e.nowNs()/int64(time.Millisecond))
 		}
 	case ctlRemove:

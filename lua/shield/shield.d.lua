@@ -1050,7 +1050,7 @@ function shield.rate_limiter(name, opts) end
 ---@field kind "cron"|"interval"|"once"
 ---@field schedule string
 ---@field timezone? string cron tasks
----@field status "active"|"paused"|"error"
+---@field status "active"|"paused"|"disabled"|"error"
 ---@field next_run? integer Unix ms
 ---@field last_run? integer Unix ms
 ---@field run_count integer
@@ -1075,7 +1075,7 @@ function scheduler_task:name() end
 ---@return string
 function scheduler_task:schedule() end
 
---- Next fire time (Unix ms), nil when none (paused; a one-shot task that ran).
+--- Next fire time (Unix ms), nil when none (paused, disabled; a one-shot task that ran).
 ---@return integer?
 function scheduler_task:next_run() end
 
@@ -1086,7 +1086,7 @@ function scheduler_task:last_run() end
 ---@return integer
 function scheduler_task:run_count() end
 
----@return "active"|"paused"|"error"
+---@return "active"|"paused"|"disabled"|"error"
 function scheduler_task:status() end
 
 ---@return shield.scheduler_task_info
@@ -1155,6 +1155,21 @@ function scheduler:pause(name) end
 ---@return true|nil ok
 ---@return "not_found"|nil reason
 function scheduler:resume(name) end
+
+--- Disables a task: off the schedule until enable, kept registered with its
+--- counters, status "disabled" (in every process, for a distributed one; stored
+--- with its record, so it survives a restart on Redis). Blocking.
+---@param name string
+---@return true|nil ok
+---@return "not_found"|nil reason
+function scheduler:disable(name) end
+
+--- Enables a disabled task from its next fire time (the disabled period is
+--- not caught up); a paused task stays paused. Blocking.
+---@param name string
+---@return true|nil ok
+---@return "not_found"|nil reason
+function scheduler:enable(name) end
 
 --- Removes a task (in every process, for a distributed one). Blocking.
 ---@param name string

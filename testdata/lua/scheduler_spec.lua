@@ -83,6 +83,59 @@ for _, distributed in ipairs({ false, true }) do
 			assert.is_true(s:remove(n))
 		end)
 
+		it("disables and enables: kept with its counters, never fires, no catch-up", function()
+			local n = name(mode .. ":off")
+			local fired, missed = {}, {}
+			s:on("missed", function(task, info) if task == n then missed[#missed + 1] = info end end)
+			local t = s:interval(n, 20, function(info) fired[#fired + 1] = info end, opts())
+			assert.is_true(wait_for(function() return #fired >= 2 end))
+			assert.is_true(s:disable(n))
+			local disabled_at = shield.now_ms()
+			assert.are.equal("disabled", t:status())
+			assert.are.equal("disabled", s:get(n):info().status)
+			assert.is_nil(t:next_run())
+			local listed = false
+			for _, x in ipairs(s:list()) do
+				if x:name() == n then listed = x:status() == "disabled" end
+			end
+			assert.is_true(listed, "list() shows the disabled task")
+			local count = t:run_count()
+			assert.is_true(count >= 1)
+			-- pause + resume leave it disabled
+			assert.is_true(s:pause(n))
+			assert.are.equal("disabled", t:status())
+			assert.is_true(s:resume(n))
+			assert.are.equal("disabled", t:status())
+			shield.sleep(100)
+			-- Only a firing claimed before the disable (up to 70 ms ahead of
+			-- its time, on Redis) may still have run.
+			local frozen = #fired
+			for i = 1, frozen do
+				assert.is_true(fired[i].scheduled <= disabled_at + 70, "a disabled task ran")
+			end
+			assert.is_true(t:run_count() >= count, "the counters were kept")
+			local enabled_at = shield.now_ms()
+			assert.is_true(s:enable(n))
+			assert.are.equal("active", t:status())
+			assert.is_not_nil(t:next_run())
+			assert.is_true(wait_for(function() return #fired >= frozen + 2 end))
+			for i = frozen + 1, #fired do
+				assert.is_true(fired[i].scheduled >= enabled_at - 1, "a firing of the disabled period ran")
+			end
+			-- The disabled period is not counted missed either. (A loaded
+			-- machine may miss 20 ms firings before the disable or after
+			-- the enable: those count.)
+			for _, m in ipairs(missed) do
+				local outside = m.last_scheduled <= disabled_at + 70 or m.scheduled >= enabled_at - 1
+				assert.is_true(outside, "a firing of the disabled period was counted missed")
+			end
+			assert.is_true(s:enable(n)) -- not disabled: nothing changes
+			assert.is_true(s:remove(n))
+			local none, why = s:disable(n)
+			assert.is_nil(none)
+			assert.are.equal("not_found", why)
+		end)
+
 		it("gives task objects that show the current state", function()
 			local n = name(mode .. ":live")
 			local runs = 0
@@ -308,5 +361,23 @@ describe("task files", function()
 		assert.is_true(s:remove("clean_logs"))
 		assert.is_true(s:remove("spec_tick"))
 		assert.error_matches(function() s:load(here .. "/no_such_folder") end, "no such file or directory")
+	end)
+
+	it("loads a tree of folders in path order, leaving out what skip matches", function()
+		local tree = here .. "/scheduler_tree"
+		-- Not recursive: only the top folder.
+		assert.are.same({ "tree_root" }, s:load(tree, { skip = "vendor" }))
+		assert.is_true(s:remove("tree_root"))
+		local names = s:load({ tree }, { recursive = true, skip = { "vendor", "*_draft.lua" } })
+		assert.are.same({ "tree_root", "tree_sub", "tree_deeper" }, names)
+		assert.are.equal("30 * * * *", s:get("tree_sub"):schedule())
+		for _, n in ipairs(names) do assert.is_true(s:remove(n)) end
+		-- Without the skip patterns a bad file fails the whole load, naming it.
+		assert.error_matches(function() s:load(tree, { recursive = true, skip = "vendor" }) end, "skipped_draft.lua: name must be")
+		assert.is_nil(s:get("tree_root"), "a failed load registered a task")
+		assert.error_matches(function() s:load(tree, { recursive = 1 }) end, "recursive must be a boolean")
+		assert.error_matches(function() s:load(tree, { depth = 2 }) end, 'unknown option "depth"')
+		assert.error_matches(function() s:load(tree, { skip = "[" }) end, "skip")
+		assert.error_matches(function() s:load(here .. "/scheduler_spec.lua") end, "not a directory")
 	end)
 end)

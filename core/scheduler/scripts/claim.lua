@@ -1,6 +1,6 @@
 -- claim.lua: settle one firing of a distributed task: claim it (the caller
--- runs it), or find it taken, skipped (overlap), missed (too old), paused
--- or early. The claim is recorded under the firing's own key, which
+-- runs it), or find it taken, skipped (overlap), missed (too old), paused,
+-- early or disabled. The claim is recorded under the firing's own key, which
 -- includes its fire time.
 --
 -- KEYS (all share the hash tag {name}):
@@ -30,7 +30,7 @@
 -- Returns {outcome, now, cursor, recount, run_deadline, wait_ms, orphan,
 --          dropped, dropped_first, dropped_last}:
 --   outcome 1 claimed, 2 taken, 3 skipped, 4 missed, 5 paused, 6 early,
---   7 unknown (no record), 8 none (ARGV[2] = '0'); cursor before the claim
+--   7 unknown (no record), 8 none (ARGV[2] = '0'), 9 disabled; cursor before the claim
 --   (claimed, skipped, missed) or current; recount 1 when the cursor was not
 --   the expected one (ARGV[7] not counted); run_deadline of the taken
 --   firing or the probe (0 if not unfinished); orphan: the oldest
@@ -55,7 +55,7 @@
 
 local now = server_now()
 local fire = tonumber(ARGV[2])
-local h = redis.call('HMGET', KEYS[1], 'cursor', 'paused', 'done')
+local h = redis.call('HMGET', KEYS[1], 'cursor', 'paused', 'done', 'disabled')
 if not h[1] then
   return {7, now, 0, 0, 0, 0, 0, 0, 0, 0}
 end
@@ -138,6 +138,10 @@ local function count_dropped()
   return dropped, dfirst, dlast
 end
 
+if h[4] == '1' then
+  local d, df, dl = count_dropped()
+  return {9, now, cursor, 0, probe, 0, orphan, d, df, dl}
+end
 if h[2] == '1' then
   local d, df, dl = count_dropped()
   return {5, now, cursor, 0, probe, 0, orphan, d, df, dl}

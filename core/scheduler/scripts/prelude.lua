@@ -12,7 +12,7 @@ local function ms(x) return string.format('%d', x) end
 
 -- The record fields, in the order the Go decoder reads them.
 local FIELDS = {'kind', 'spec', 'text', 'tz', 'anchor', 'paused', 'cursor', 'last_run', 'run_count',
-  'missed', 'skipped', 'late', 'failed', 'last_error', 'errored', 'version', 'done'}
+  'missed', 'skipped', 'late', 'failed', 'last_error', 'errored', 'version', 'done', 'disabled'}
 
 -- {fields..., orphaned (0/1), running} of the task whose keys are KEYS[1..3].
 local function record(now)
