@@ -176,6 +176,10 @@ func (c opsConsole) TaskAction(ctx context.Context, name, action string) error {
 		_, err = c.m.sched.Pause(name).Do(ctx)
 	case "resume":
 		_, err = c.m.sched.Resume(name).Do(ctx)
+	case "disable":
+		_, err = c.m.sched.Disable(name).Do(ctx)
+	case "enable":
+		_, err = c.m.sched.Enable(name).Do(ctx)
 	case "trigger":
 		_, err = c.m.sched.Trigger(name).Do(ctx)
 	case "remove":

@@ -326,6 +326,14 @@ func TestOpsConsoleActions(t *testing.T) {
 			if got := lua(`shield.scheduler():get("console_tick"):status()`); got != "active" {
 				t.Fatalf("console_tick after resume: %s", got)
 			}
+			post("tasks/console_tick/disable", "", 200)
+			if got := lua(`shield.scheduler():get("console_tick"):status()`); got != "disabled" {
+				t.Fatalf("console_tick after disable: %s", got)
+			}
+			post("tasks/console_tick/enable", "", 200)
+			if got := lua(`shield.scheduler():get("console_tick"):status()`); got != "active" {
+				t.Fatalf("console_tick after enable: %s", got)
+			}
 			post("tasks/console_tick/remove", "", 200)
 			if got := lua(`shield.scheduler():get("console_tick")`); got != "nil" {
 				t.Fatalf("console_tick after remove: %s", got)

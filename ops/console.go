@@ -53,14 +53,15 @@ type Console interface {
 	DeleteDead(ctx context.Context, queue string, ids []string) (int64, error)
 	// Purge drops every message of queue; returns how many.
 	Purge(ctx context.Context, queue string) (int64, error)
-	// TaskAction is "pause", "resume", "trigger" or "remove" of task name.
+	// TaskAction is "pause", "resume", "disable", "enable", "trigger" or
+	// "remove" of task name.
 	TaskAction(ctx context.Context, name, action string) error
 	// ClearBoard deletes every member of board name; returns how many.
 	ClearBoard(ctx context.Context, name string) (int64, error)
 }
 
 // taskActions are the actions POST /ops/api/tasks/{name}/{action} takes.
-var taskActions = map[string]bool{"pause": true, "resume": true, "trigger": true, "remove": true}
+var taskActions = map[string]bool{"pause": true, "resume": true, "disable": true, "enable": true, "trigger": true, "remove": true}
 
 // mountConsole adds the console's files to open (no token: they hold no
 // data; the page asks for the token when the API answers 401) and its API
@@ -231,7 +232,7 @@ func mountConsole(open, api *http.ServeMux, admin bool, src Sources, log *slog.L
 		name, a := r.PathValue("name"), r.PathValue("action")
 		attrs := []any{"task", name, "task_action", a}
 		if !taskActions[a] {
-			return nil, attrs, fmt.Errorf("%w: unknown task action %q (pause, resume, trigger, remove)", ErrInvalid, a)
+			return nil, attrs, fmt.Errorf("%w: unknown task action %q (pause, resume, disable, enable, trigger, remove)", ErrInvalid, a)
 		}
 		return map[string]any{"ok": true}, attrs, c.TaskAction(ctx, name, a)
 	})

@@ -26,7 +26,7 @@ import (
 // the Lua API use. docs/ops.md#the-admin-cli documents it.
 
 const opsSynopsis = "[--config FILE] [--json] queues | dead QUEUE [--limit N] | requeue QUEUE (ID...|--all) | tasks | " +
-	"pause|resume|trigger|remove TASK | board NAME [--top N] | lock NAME"
+	"pause|resume|disable|enable|trigger|remove TASK | board NAME [--top N] | lock NAME"
 
 // opsTimeout bounds one ops command (every Redis call it makes).
 const opsTimeout = 10 * time.Second
@@ -174,7 +174,7 @@ func (a *admin) run(ctx context.Context, out *opsOut, args []string, f opsFlags)
 			return err
 		}
 		return a.tasks(ctx, out)
-	case "pause", "resume", "trigger", "remove":
+	case "pause", "resume", "disable", "enable", "trigger", "remove":
 		if err := want(1, "TASK"); err != nil {
 			return err
 		}
@@ -368,6 +368,10 @@ func (a *admin) taskAction(ctx context.Context, out *opsOut, action, name string
 		_, err = e.Pause(name).Do(ctx)
 	case "resume":
 		_, err = e.Resume(name).Do(ctx)
+	case "disable":
+		_, err = e.Disable(name).Do(ctx)
+	case "enable":
+		_, err = e.Enable(name).Do(ctx)
 	case "remove":
 		_, err = e.Remove(name).Do(ctx)
 	}

@@ -127,7 +127,7 @@ func TestOpsCLI(t *testing.T) {
 	if s := taskStatus(); s != "active" {
 		t.Fatalf("nightly is %s", s)
 	}
-	for _, step := range []struct{ action, want string }{{"pause", "paused"}, {"resume", "active"}, {"remove", "absent"}} {
+	for _, step := range []struct{ action, want string }{{"pause", "paused"}, {"resume", "active"}, {"disable", "disabled"}, {"enable", "active"}, {"remove", "absent"}} {
 		if r := ops(step.action, "nightly"); r.code != 0 {
 			t.Fatalf("%s: %d\n%s%s", step.action, r.code, r.stdout, r.stderr)
 		}

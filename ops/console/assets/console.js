@@ -103,6 +103,9 @@
         td([t.status === "paused"
               ? btn("resume", () => action("tasks/" + enc(t.name) + "/resume"), "admin-only", { "data-action": "resume" })
               : btn("pause", () => action("tasks/" + enc(t.name) + "/pause"), "admin-only", { "data-action": "pause" }),
+            t.status === "disabled"
+              ? btn("enable", () => action("tasks/" + enc(t.name) + "/enable"), "admin-only", { "data-action": "enable" })
+              : btn("disable", () => action("tasks/" + enc(t.name) + "/disable"), "admin-only", { "data-action": "disable" }),
             btn("trigger", () => action("tasks/" + enc(t.name) + "/trigger"), "admin-only", { "data-action": "trigger" }),
             btn("remove", () => { if (confirm("Remove task " + t.name + "?")) action("tasks/" + enc(t.name) + "/remove"); }, "danger admin-only", { "data-action": "remove" })]),
       ], { "data-task": t.name })), "no scheduled tasks");
