@@ -26,7 +26,7 @@ import (
 // the Lua API use. docs/ops.md#the-admin-cli documents it.
 
 const opsSynopsis = "[--config FILE] [--json] queues | dead QUEUE [--limit N] | requeue QUEUE (ID...|--all) | tasks | " +
-	"pause|resume|disable|enable|trigger|remove TASK | board NAME [--top N] | lock NAME"
+	"pause|resume|disable|enable|remove TASK | board NAME [--top N] | lock NAME"
 
 // opsTimeout bounds one ops command (every Redis call it makes).
 const opsTimeout = 10 * time.Second
