@@ -48,7 +48,7 @@ type globalBinding struct {
 
 func (b *globalBinding) args(L *lua.LState, fn string) args {
 	a := argsOf(L, globalType, fn)
-	a.self(1, globalType)
+	selfAs[*globalBinding](a, 1, globalType)
 	return a
 }
 

@@ -222,12 +222,12 @@ func (rt *Runtime) installQueues(lib *lua.LTable, q *Queues) {
 			fn, name := m.fn, m.name
 			methods.RawSetString(name, rt.blocking(func(L *lua.LState) int {
 				a := argsOf(L, typ, name)
-				return fn(a.self(1, typ).(*queueObj), a)
+				return fn(selfAs[*queueObj](a, 1, typ), a)
 			}))
 		}
 		setMethods(L, mt, methods)
 		mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-			o := L.CheckUserData(1).Value.(*queueObj)
+			o := selfAs[*queueObj](argsOf(L, typ, "__tostring"), 1, typ)
 			L.Push(lua.LString(fmt.Sprintf("%s(%q)", o.typ, o.name)))
 			return 1
 		}))

@@ -121,12 +121,8 @@ func (rt *Runtime) installRanks(lib *lua.LTable, r *Ranks) {
 	}
 	setMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		bd, _ := L.CheckUserData(1).Value.(rank.Board)
-		name := ""
-		if bd != nil {
-			name = bd.Name()
-		}
-		L.Push(lua.LString(fmt.Sprintf("%s(%q)", rankType, name)))
+		bd := selfAs[rank.Board](argsOf(L, rankType, "__tostring"), 1, rankType)
+		L.Push(lua.LString(fmt.Sprintf("%s(%q)", rankType, bd.Name())))
 		return 1
 	}))
 	lib.RawSetString("rank", rt.blocking(b.open))
@@ -293,7 +289,7 @@ func describe(v lua.LValue) string {
 
 func (b *rankBinding) self(L *lua.LState, fn string) (rank.Board, args) {
 	a := argsOf(L, rankType, fn)
-	return a.self(1, rankType).(rank.Board), a
+	return selfAs[rank.Board](a, 1, rankType), a
 }
 
 func rankCall(fn string) string { return rankType + ":" + fn }

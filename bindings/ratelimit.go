@@ -250,7 +250,10 @@ func badSelf(L *lua.LState, fn string) {
 // comparison of the metatable: no allocation, no table lookup.
 func (b *limiterBinding) tb(L *lua.LState, fn string) *tbObj {
 	if ud, ok := L.Get(1).(*lua.LUserData); ok && ud.Metatable == lua.LValue(b.tbMeta) {
-		o := ud.Value.(*tbObj)
+		o, ok := ud.Value.(*tbObj)
+		if !ok {
+			badSelf(L, fn)
+		}
 		// The bucket is process memory, no Op: the module's end is checked
 		// here (the sliding window's Ops fail with it by themselves).
 		if err := b.rt.moduleClosed(); err != nil {
@@ -264,7 +267,9 @@ func (b *limiterBinding) tb(L *lua.LState, fn string) *tbObj {
 
 func (b *limiterBinding) sw(L *lua.LState, fn string) *swObj {
 	if ud, ok := L.Get(1).(*lua.LUserData); ok && ud.Metatable == lua.LValue(b.swMeta) {
-		return ud.Value.(*swObj)
+		if o, ok := ud.Value.(*swObj); ok {
+			return o
+		}
 	}
 	badSelf(L, fn)
 	return nil
