@@ -509,90 +509,69 @@ func (b *limiterBinding) swWait(L *lua.LState) int {
 	}
 	rt := b.rt
 	name := o.call + ":wait"
-	deadline := time.Now().Add(d)
-	// next is how long to sleep before the next try, or false when the wait
-	// is over (for want of time).
-	next := func(dec ratelimit.Decision) (time.Duration, bool) {
-		left := time.Until(deadline)
-		if left <= 0 || dec.RetryAfter < 0 {
-			return 0, false
-		}
-		if dec.RetryAfter > left {
-			return left, false // sleep out the timeout: the window cannot open in time
-		}
-		return max(dec.RetryAfter, time.Millisecond), true
-	}
+	// The tries, the sleeps between them and the deadline are
+	// ratelimit.SlidingWindow.Wait's; this only runs its tries and returns
+	// its outcome.
 	if rt.callMode(L) == modeSync {
 		// Outside any task the loop itself waits (Suspend would too).
-		for {
-			dec, err := o.l.Allow(rt.ctx, key, n)
-			if err != nil {
-				raise(L, "%s: %s", name, err.Error())
-			}
-			if dec.Allowed || dec.Reason == ratelimit.Unavailable {
-				return pushAll(L, windowWaited(dec))
-			}
-			sleep, again := next(dec)
-			time.Sleep(sleep)
-			if !again {
-				return pushAll(L, waited(false))
-			}
+		type outcome struct {
+			dec ratelimit.Decision
+			err error
 		}
+		ch := make(chan outcome, 1)
+		o.l.Wait(key, n, d, func(done func(ratelimit.Decision, error)) {
+			done(o.l.Allow(rt.ctx, key, n))
+		}, func(dec ratelimit.Decision, err error) { ch <- outcome{dec, err} })
+		r := <-ch
+		if r.err != nil {
+			raise(L, "%s: %s", name, r.err.Error())
+		}
+		return pushAll(L, windowWaited(r.dec))
 	}
 	return rt.Suspend(L, name, func(complete func(Result)) {
-		// Everything below runs on the loop: the tries are ops of the loop
-		// (Go), and the timer only posts the next try.
-		var timer *time.Timer
+		// On the loop: the tries are ops of the loop (Go) posted by the
+		// core's timers, and the outcome is posted back.
 		over := false
+		var cancel func() bool
 		forget := rt.untilEnd(func() {
 			over = true
-			if timer != nil {
-				timer.Stop()
-			}
+			cancel()
 			complete(closing)
 		})
-		finish := func(r Result) {
-			over = true
-			complete(func() ([]lua.LValue, error) { forget(); return r() })
-		}
-		var try func()
-		try = func() {
-			if over {
-				return
-			}
-			swTry(rt, o.l, key, o.l.AllowOp(key, n), func(dec ratelimit.Decision, err error) {
+		cancel = o.l.Wait(key, n, d, func(done func(ratelimit.Decision, error)) {
+			rt.Post(func() {
+				if !over {
+					swTry(rt, o.l, key, o.l.AllowOp(key, n), done)
+				}
+			})
+		}, func(dec ratelimit.Decision, err error) {
+			rt.Post(func() {
 				if over {
 					return
 				}
-				if err != nil {
-					finish(func() ([]lua.LValue, error) { return nil, err })
-					return
-				}
-				if dec.Allowed || dec.Reason == ratelimit.Unavailable {
-					finish(func() ([]lua.LValue, error) { return windowWaited(dec), nil })
-					return
-				}
-				sleep, again := next(dec)
-				timer = time.AfterFunc(sleep, func() {
-					rt.Post(func() {
-						if again {
-							try()
-						} else if !over {
-							finish(func() ([]lua.LValue, error) { return waited(false), nil })
-						}
-					})
+				over = true
+				complete(func() ([]lua.LValue, error) {
+					forget()
+					if err != nil {
+						return nil, err
+					}
+					return windowWaited(dec), nil
 				})
 			})
-		}
-		try()
+		})
 	})
 }
 
+// windowWaited is the result of a sliding window's wait: true, or false
+// and why ("unavailable" or "timeout").
 func windowWaited(d ratelimit.Decision) []lua.LValue {
-	if d.Allowed {
+	switch {
+	case d.Allowed:
 		return []lua.LValue{lua.LTrue}
+	case d.Reason == ratelimit.Unavailable:
+		return []lua.LValue{lua.LFalse, luaUnavailable}
 	}
-	return []lua.LValue{lua.LFalse, luaUnavailable}
+	return waited(false)
 }
 
 // ---- both
