@@ -65,12 +65,14 @@ type Global struct {
 	CacheTTL time.Duration
 }
 
-// Evict drops key from the local cache.
-func (g *Global) Evict(key string) {
-	if g.Cache != nil {
-		g.Cache.Evict(key)
-	}
+// readThrough is the read-through cache protocol (core/kv) over Store and
+// Cache.
+func (g *Global) readThrough() kv.ReadThrough {
+	return kv.ReadThrough{Store: g.Store, Cache: g.Cache, TTL: g.CacheTTL}
 }
+
+// Evict drops key from the local cache.
+func (g *Global) Evict(key string) { g.readThrough().Written(key) }
 
 // OwnerID is the lock-owner identity of the task running L:
 // "node_id:service_id:coroutine-<instance>-N" (thread "main-<instance>"
