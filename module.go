@@ -323,7 +323,7 @@ func (m *Module) startLocks() error {
 // leases), and the first report round is awaited so the process is
 // counted before a script meets its first key.
 func (m *Module) startRateLimiters() {
-	cfg := ratelimit.ConfigFrom(m.cfg.RateLimiter)
+	cfg := rateLimiterConfig(m.cfg.RateLimiter)
 	cfg.Logger = m.log
 	cfg.ProcessID = m.owner.NodeID + ":" + strconv.FormatInt(m.owner.ServiceID, 10) + ":" + m.owner.Instance
 	if m.backend == BackendMemory {
