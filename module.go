@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -263,7 +262,7 @@ func (m *Module) startRanks() {
 // processes of one host and config never share a consumer).
 func (m *Module) startQueues() {
 	q := &bindings.Queues{Config: m.cfg.Queue}
-	consumer := fmt.Sprintf("%s:%d:%s", m.owner.NodeID, m.owner.ServiceID, m.owner.Instance)
+	consumer := m.owner.Process()
 	if m.backend == BackendMemory {
 		m.queueBackend, q.Inline = queue.NewMemory(queue.MemoryOptions{Consumer: consumer}), true
 	} else {
@@ -325,7 +324,7 @@ func (m *Module) startLocks() error {
 func (m *Module) startRateLimiters() {
 	cfg := rateLimiterConfig(m.cfg.RateLimiter)
 	cfg.Logger = m.log
-	cfg.ProcessID = m.owner.NodeID + ":" + strconv.FormatInt(m.owner.ServiceID, 10) + ":" + m.owner.Instance
+	cfg.ProcessID = m.owner.Process()
 	if m.backend == BackendMemory {
 		m.rateLimiters = ratelimit.NewMemory(cfg)
 	} else {

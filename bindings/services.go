@@ -52,6 +52,14 @@ type Owner struct {
 	Instance string
 }
 
+// Node is "node_id:service_id": the scheduler's instance prefix and the
+// first part of every lock owner of this process.
+func (o Owner) Node() string { return o.NodeID + ":" + strconv.FormatInt(o.ServiceID, 10) }
+
+// Process is "node_id:service_id:instance": this process among all others
+// (its queue consumer name, its rate-limiter reports).
+func (o Owner) Process() string { return o.Node() + ":" + o.Instance }
+
 // Global backs shield.global(): the store, the process-local cache and
 // pub/sub. Shared by every runtime of the Module.
 type Global struct {
@@ -79,7 +87,7 @@ func (g *Global) Evict(key string) { g.readThrough().Written(key) }
 // outside tasks). Loop only.
 func (rt *Runtime) OwnerID(L *lua.LState) string {
 	o := rt.svc.Owner
-	prefix := o.NodeID + ":" + strconv.FormatInt(o.ServiceID, 10) + ":"
+	prefix := o.Node() + ":"
 	if t := rt.CurrentTask(L); t != nil {
 		if t.owner == "" {
 			t.owner = prefix + "coroutine-" + o.Instance + "-" + strconv.FormatInt(t.ID, 10)
