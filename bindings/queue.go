@@ -297,7 +297,7 @@ var (
 // options reads a queue's options table at n (optional) over the queue
 // config's defaults.
 func (b *queueBinding) options(a args, n int, kind queue.Kind) queue.Options {
-	o := queue.DefaultOptions(b.svc.Config)
+	o := queueDefaults(b.svc.Config)
 	if a.L.Get(n) == lua.LNil {
 		return o
 	}
@@ -415,4 +415,24 @@ func (o *queueObj) call(fn string) string { return o.typ + ":" + fn }
 func (o *queueObj) nameOf(a args) int {
 	a.L.Push(lua.LString(o.name))
 	return 1
+}
+
+// queueDefaults are the queue options of the queue config section: the
+// config becomes options here, at the edge (core/queue does not import
+// config).
+func queueDefaults(c config.Queue) queue.Options {
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	d := c.Defaults
+	return queue.Options{
+		MaxLength:         d.MaxLength,
+		MessageTTL:        ms(d.MessageTTL),
+		MaxRetries:        d.MaxRetries,
+		RetryDelay:        ms(d.RetryDelay),
+		VisibilityTimeout: ms(d.VisibilityTimeout),
+		DeadLetter: queue.DeadLetterOptions{
+			Enabled:   c.DeadLetter.Enabled,
+			MaxLength: c.DeadLetter.MaxLength,
+			TTL:       ms(c.DeadLetter.TTL),
+		},
+	}
 }
