@@ -122,8 +122,9 @@ func (b *limiterBinding) newLimiter(L *lua.LState) int {
 	return 1
 }
 
-// parseOpts reads the options table at n and resolves the algorithm. Every
-// check names the option; the core checks the same rules again.
+// parseOpts reads the options table at n and has the core resolve the
+// algorithm (ratelimit.Resolve). Every check names the option; the core
+// checks the same rules again.
 func (b *limiterBinding) parseOpts(a args, n int) ratelimit.Options {
 	t := a.table(n)
 	bad := func(format string, v ...any) { a.bad(n, fmt.Sprintf(format, v...)) }
@@ -138,7 +139,6 @@ func (b *limiterBinding) parseOpts(a args, n int) ratelimit.Options {
 	var o ratelimit.Options
 	var algorithm string
 	var sliding lua.LValue = lua.LNil
-	set := map[string]bool{}
 	t.ForEach(func(k, v lua.LValue) {
 		key, _ := k.(lua.LString)
 		switch string(key) {
@@ -178,63 +178,21 @@ func (b *limiterBinding) parseOpts(a args, n int) ratelimit.Options {
 		default:
 			bad("unknown option %q (known: %s)", k.String(), strings.Join(limiterOptionNames, ", "))
 		}
-		set[string(key)] = true
 	})
 
-	// The algorithm: `algorithm`, else `sliding`, else the config's.
-	from := "option algorithm"
-	switch {
-	case algorithm != "":
-		if sliding != lua.LNil && bool(sliding.(lua.LBool)) != (algorithm == config.AlgorithmSlidingWindow) {
-			bad("option sliding = %v contradicts algorithm = %q", sliding, algorithm)
-		}
-	case sliding != lua.LNil:
-		from = "option sliding"
-		algorithm = config.AlgorithmTokenBucket
-		if sliding == lua.LTrue {
-			algorithm = config.AlgorithmSlidingWindow
-		}
-	default:
-		from = "rate_limiter.algorithm"
-		if algorithm = string(b.lim.Algorithm); algorithm == "" {
-			algorithm = config.AlgorithmTokenBucket
-		}
+	// How the options combine (the algorithm, what belongs to it, burst's
+	// default) is the core's.
+	g := ratelimit.Given{Rate: o.Rate, Burst: o.Burst, Window: o.Window, MaxRequests: o.MaxRequests,
+		Algorithm: ratelimit.Algorithm(algorithm)}
+	if sliding != lua.LNil {
+		on := sliding == lua.LTrue
+		g.Sliding = &on
 	}
-	o.Algorithm = ratelimit.Algorithm(algorithm)
-	o.Sliding = algorithm == config.AlgorithmSlidingWindow
-	if o.Sliding {
-		for _, k := range []string{"rate", "burst"} {
-			if set[k] {
-				bad("option %s is a token-bucket option, but %s makes this a sliding window (options: window, max_requests)", k, describeFrom(from, sliding, algorithm))
-			}
-		}
-		for _, k := range []string{"window", "max_requests"} {
-			if !set[k] {
-				bad("option %s is required for a sliding window", k)
-			}
-		}
-		return o
-	}
-	for _, k := range []string{"window", "max_requests"} {
-		if set[k] {
-			bad("option %s is a sliding-window option, but %s makes this a token bucket (set sliding = true for a sliding window)", k, describeFrom(from, sliding, algorithm))
-		}
-	}
-	if !set["rate"] {
-		bad("option rate is required for a token bucket (tokens per second)")
-	}
-	if !set["burst"] {
-		o.Burst = math.Max(o.Rate, 1) // one second of traffic
+	o, err := ratelimit.Resolve(g, b.lim.Algorithm)
+	if err != nil {
+		bad("%s", err.Error())
 	}
 	return o
-}
-
-// describeFrom names what decided the algorithm, for errors.
-func describeFrom(from string, sliding lua.LValue, algorithm string) string {
-	if from == "option sliding" {
-		return "sliding = " + sliding.String()
-	}
-	return fmt.Sprintf("%s = %q", from, algorithm)
 }
 
 // ---- arguments
