@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +42,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/ratelimit"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/edge"
 	"github.com/shieldrt/shieldglobal/ops"
 )
 
@@ -258,7 +258,7 @@ func (m *Module) startRanks() {
 // processes of one host and config never share a consumer).
 func (m *Module) startQueues() {
 	q := &bindings.Queues{Config: m.cfg.Queue}
-	consumer := fmt.Sprintf("%s:%d:%s", m.owner.NodeID, m.owner.ServiceID, m.owner.Instance)
+	consumer := m.owner.Process()
 	if m.backend == BackendMemory {
 		m.queueBackend, q.Inline = queue.NewMemory(queue.MemoryOptions{Consumer: consumer}), true
 	} else {
@@ -318,9 +318,9 @@ func (m *Module) startLocks() error {
 // leases), and the first report round is awaited so the process is
 // counted before a script meets its first key.
 func (m *Module) startRateLimiters() {
-	cfg := ratelimit.ConfigFrom(m.cfg.RateLimiter)
+	cfg := edge.RateLimiterConfig(m.cfg.RateLimiter)
 	cfg.Logger = m.log
-	cfg.ProcessID = m.owner.NodeID + ":" + strconv.FormatInt(m.owner.ServiceID, 10) + ":" + m.owner.Instance
+	cfg.ProcessID = m.owner.Process()
 	if m.backend == BackendMemory {
 		m.rateLimiters = ratelimit.NewMemory(cfg)
 	} else {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/shieldrt/shieldglobal/bindings"
 	"github.com/shieldrt/shieldglobal/config"
@@ -35,7 +34,7 @@ func (m *Module) startScheduler() error {
 		LocalOnly: !c.Distributed.Enabled,
 		Events:    func(ev scheduler.Event) { b.Event(ev); m.schedEvent(ev) },
 		Log:       m.log,
-		Instance:  m.owner.NodeID + ":" + strconv.FormatInt(m.owner.ServiceID, 10),
+		Instance:  m.owner.Node(),
 	})
 	if err != nil {
 		return fmt.Errorf("shield: scheduler: %w", err)

@@ -119,6 +119,18 @@ func (a args) self(n int, typ string) any {
 	return nil
 }
 
+// selfAs is self with the Go value checked too: a userdata that only looks
+// like typ (newproxy(true) with __name set, or typ's metatable put on a
+// foreign userdata with debug.setmetatable) is an argument error, never a Go
+// panic.
+func selfAs[T any](a args, n int, typ string) T {
+	v, ok := a.self(n, typ).(T)
+	if !ok {
+		a.bad(n, typ+" expected, got "+a.got(n)+" (call it with ':')")
+	}
+	return v
+}
+
 // raise raises a Lua error positioned at the user's code: the first stack
 // level that is not a Go function and not part of the embedded runtime.
 func raise(L *lua.LState, format string, v ...any) {

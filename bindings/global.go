@@ -48,7 +48,7 @@ type globalBinding struct {
 
 func (b *globalBinding) args(L *lua.LState, fn string) args {
 	a := argsOf(L, globalType, fn)
-	a.self(1, globalType)
+	selfAs[*globalBinding](a, 1, globalType)
 	return a
 }
 
@@ -74,9 +74,7 @@ func decode(data []byte) lua.LValue {
 // same round trip) and returns true.
 func (b *globalBinding) written(keys ...string) func(*lua.LState, struct{}) []lua.LValue {
 	return func(*lua.LState, struct{}) []lua.LValue {
-		for _, k := range keys {
-			b.g.Evict(k)
-		}
+		b.g.readThrough().Written(keys...)
 		return []lua.LValue{lua.LTrue}
 	}
 }
@@ -194,22 +192,13 @@ func (b *globalBinding) getCached(L *lua.LState) int {
 	a := b.args(L, "get_cached")
 	key := a.key(2)
 	ttl := time.Duration(a.optMillis(3, "ttl")) * time.Millisecond
-	if ttl == 0 {
-		ttl = b.g.CacheTTL
-	}
-	c := b.g.Cache
-	if c == nil {
-		return Run(b.rt, L, b.name("get_cached"), b.g.Store.Get(key), pushValue)
-	}
-	if data, ok := c.Get(key); ok {
-		L.Push(decode(data))
+	rd := b.g.readThrough().Get(key, ttl)
+	if rd.Hit {
+		L.Push(decode(rd.Data))
 		return 1
 	}
-	version := c.Version(key) // a concurrent invalidation makes the read below uncacheable
-	return Run(b.rt, L, b.name("get_cached"), b.g.Store.Get(key), func(L *lua.LState, v kv.Value) []lua.LValue {
-		if v.Found {
-			c.PutIfVersion(version, key, v.Data, ttl)
-		}
+	return Run(b.rt, L, b.name("get_cached"), rd.Op, func(L *lua.LState, v kv.Value) []lua.LValue {
+		rd.Done(v)
 		return pushValue(L, v)
 	})
 }

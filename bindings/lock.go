@@ -115,7 +115,7 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 		for _, side := range []string{"read_lock", "write_lock"} {
 			typ, side := typ, side
 			methods.RawSetString(side, L.NewFunction(func(L *lua.LState) int {
-				pair := argsOf(L, typ, side).self(1, typ).(*lua.LTable)
+				pair := selfAs[*lua.LTable](argsOf(L, typ, side), 1, typ)
 				L.Push(pair.RawGetString(side))
 				return 1
 			}))

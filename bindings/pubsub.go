@@ -112,7 +112,7 @@ func (rt *Runtime) installSubscriptionType() {
 // sub:unsubscribe(): no message is delivered after it returns; the server
 // side is unsubscribed too. Idempotent.
 func (rt *Runtime) unsubscribe(L *lua.LState) int {
-	s := argsOf(L, subscriptionType, "unsubscribe").self(1, subscriptionType).(*subscription)
+	s := selfAs[*subscription](argsOf(L, subscriptionType, "unsubscribe"), 1, subscriptionType)
 	bs := s.stop()
 	if bs == nil {
 		return 0

@@ -18,6 +18,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/codec"
 	"github.com/shieldrt/shieldglobal/core/queue"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/edge"
 )
 
 // The Lua types of the queue capability.
@@ -227,12 +228,12 @@ func (rt *Runtime) installQueues(lib *lua.LTable, q *Queues) {
 			fn, name := m.fn, m.name
 			methods.RawSetString(name, rt.blocking(func(L *lua.LState) int {
 				a := argsOf(L, typ, name)
-				return fn(a.self(1, typ).(*queueObj), a)
+				return fn(selfAs[*queueObj](a, 1, typ), a)
 			}))
 		}
 		setMethods(L, mt, methods)
 		mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-			o := L.CheckUserData(1).Value.(*queueObj)
+			o := selfAs[*queueObj](argsOf(L, typ, "__tostring"), 1, typ)
 			L.Push(lua.LString(fmt.Sprintf("%s(%q)", o.typ, o.name)))
 			return 1
 		}))
@@ -302,7 +303,7 @@ var (
 // options reads a queue's options table at n (optional) over the queue
 // config's defaults.
 func (b *queueBinding) options(a args, n int, kind queue.Kind) queue.Options {
-	o := queue.DefaultOptions(b.svc.Config)
+	o := edge.QueueOptions(b.svc.Config)
 	if a.L.Get(n) == lua.LNil {
 		return o
 	}

@@ -72,11 +72,11 @@ func (b *queueBinding) installConsumerType() {
 	methods := L.NewTable()
 	methods.RawSetString("stop", b.rt.blocking(func(L *lua.LState) int {
 		a := argsOf(L, queueConsumerType, "stop")
-		return a.self(1, queueConsumerType).(*queueConsumer).stopLua(a)
+		return selfAs[*queueConsumer](a, 1, queueConsumerType).stopLua(a)
 	}))
 	setMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		c := L.CheckUserData(1).Value.(*queueConsumer)
+		c := selfAs[*queueConsumer](argsOf(L, queueConsumerType, "__tostring"), 1, queueConsumerType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", queueConsumerType, c.o.name, c.label)))
 		return 1
 	}))

@@ -41,12 +41,12 @@ func (b *queueBinding) installHandleType() {
 		name, fn := m.name, m.fn
 		methods.RawSetString(name, b.rt.blocking(func(L *lua.LState) int {
 			a := argsOf(L, queueHandleType, name)
-			return fn(a.self(1, queueHandleType).(*queueHandle), a)
+			return fn(selfAs[*queueHandle](a, 1, queueHandleType), a)
 		}))
 	}
 	setMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		h := L.CheckUserData(1).Value.(*queueHandle)
+		h := selfAs[*queueHandle](argsOf(L, queueHandleType, "__tostring"), 1, queueHandleType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", queueHandleType, h.o.name, h.d.ID)))
 		return 1
 	}))
@@ -283,12 +283,12 @@ func (b *queueBinding) installDeadLettersType() {
 		name, fn := m.name, m.fn
 		methods.RawSetString(name, b.rt.blocking(func(L *lua.LState) int {
 			a := argsOf(L, deadLettersType, name)
-			return fn(a.self(1, deadLettersType).(*deadLetters), a)
+			return fn(selfAs[*deadLetters](a, 1, deadLettersType), a)
 		}))
 	}
 	setMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		dl := L.CheckUserData(1).Value.(*deadLetters)
+		dl := selfAs[*deadLetters](argsOf(L, deadLettersType, "__tostring"), 1, deadLettersType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q)", deadLettersType, dl.o.name)))
 		return 1
 	}))

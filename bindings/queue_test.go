@@ -10,6 +10,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/queue"
+	"github.com/shieldrt/shieldglobal/internal/edge"
 )
 
 // testQueues is the queue capability on a fresh memory backend with the
@@ -227,8 +228,8 @@ func TestQueueWaitEndsWhenTheRuntimeCloses(t *testing.T) {
 	if len(rt.Interrupted()) != 0 {
 		t.Fatalf("interrupted %v: waits should end, not be interrupted", rt.Interrupted())
 	}
-	plain, _ := q.Backend.Plain("plainwait", queue.DefaultOptions(q.Config))
-	rel, _ := q.Backend.Reliable("relwait", queue.DefaultOptions(q.Config))
+	plain, _ := q.Backend.Plain("plainwait", edge.QueueOptions(q.Config))
+	rel, _ := q.Backend.Reliable("relwait", edge.QueueOptions(q.Config))
 	ctx := context.Background()
 	_, _ = plain.Push([]byte(`"x"`)).Do(ctx)
 	_, _ = rel.Push([]byte(`"y"`)).Do(ctx)
@@ -313,7 +314,7 @@ func TestQueueConsumerShutdownReleasesInFlight(t *testing.T) {
 		r:push("job")
 		while not started do shield.sleep(1) end`)
 	rt.Close(100 * time.Millisecond)
-	rel, _ := q.Backend.Reliable("inflight", queue.DefaultOptions(q.Config))
+	rel, _ := q.Backend.Reliable("inflight", edge.QueueOptions(q.Config))
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		d, err := rel.Pop().Do(context.Background())
@@ -371,7 +372,7 @@ func TestQueuePlainConsumerShutdownPushesBack(t *testing.T) {
 		while not started do shield.sleep(1) end`)
 	rt.Close(50 * time.Millisecond)
 	q.Drain(time.Second)
-	plain, _ := q.Backend.Plain("pb", queue.DefaultOptions(q.Config))
+	plain, _ := q.Backend.Plain("pb", edge.QueueOptions(q.Config))
 	m, err := plain.Pop().Do(context.Background())
 	if err != nil || string(m.Body) != `"job"` {
 		t.Fatalf("pop after shutdown: %q %v", m.Body, err)

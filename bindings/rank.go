@@ -20,7 +20,7 @@ import (
 )
 
 // shield.rank: leaderboards on core/rank (docs/rank.md). This file checks
-// arguments and converts values; rank_reset.go holds the periodic reset.
+// arguments and converts values; rank.Resets holds the periodic resets.
 
 const rankType = "shield.rank"
 
@@ -43,8 +43,8 @@ type Ranks struct {
 	Log *slog.Logger
 
 	mu     sync.Mutex
-	resets map[string]*resetClaim // the reset of each board that has one, by name
-	opened map[string]rank.Board  // every board a runtime opened, by name (first open wins)
+	resets rankResets            // the periodic resets, built at the first
+	opened map[string]rank.Board // every board a runtime opened, by name (first open wins)
 }
 
 // RankStats are the ops facts of the leaderboards this process opened.
@@ -88,10 +88,6 @@ func (r *Ranks) Stats(ctx context.Context) (RankStats, error) {
 	return st, errs
 }
 
-// errNoScheduler is raised by shield.rank(name, {reset = ...}) when the
-// Module has no scheduler.
-var errNoScheduler = errors.New("reset needs the scheduler (scheduler.enabled: false?)")
-
 func (r *Ranks) log() *slog.Logger {
 	if r.Log != nil {
 		return r.Log
@@ -121,12 +117,8 @@ func (rt *Runtime) installRanks(lib *lua.LTable, r *Ranks) {
 	}
 	setMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		bd, _ := L.CheckUserData(1).Value.(rank.Board)
-		name := ""
-		if bd != nil {
-			name = bd.Name()
-		}
-		L.Push(lua.LString(fmt.Sprintf("%s(%q)", rankType, name)))
+		bd := selfAs[rank.Board](argsOf(L, rankType, "__tostring"), 1, rankType)
+		L.Push(lua.LString(fmt.Sprintf("%s(%q)", rankType, bd.Name())))
 		return 1
 	}))
 	lib.RawSetString("rank", rt.blocking(b.open))
@@ -152,7 +144,7 @@ func (b *rankBinding) open(L *lua.LState) int {
 		a.bad(1, "board name must not start with '}'")
 	}
 	o := rank.Options{MaxMembers: b.r.MaxMembers}
-	plan := resetPlan{archive: b.r.Archive, distributed: true}
+	plan := rank.ResetPlan{Archive: b.r.Archive, Distributed: true}
 	var resetOnly []string // reset options given without reset
 	if L.Get(2) != lua.LNil {
 		forOptions(a, 2, rankOptionNames, func(key string, v lua.LValue) {
@@ -182,10 +174,10 @@ func (b *rankBinding) open(L *lua.LState) int {
 				plan.Hour, plan.Minute = h, m
 				resetOnly = append(resetOnly, key)
 			case "archive":
-				plan.archive = optBool(a, 2, key, v)
+				plan.Archive = optBool(a, 2, key, v)
 				resetOnly = append(resetOnly, key)
 			case "distributed":
-				plan.distributed = optBool(a, 2, key, v)
+				plan.Distributed = optBool(a, 2, key, v)
 				resetOnly = append(resetOnly, key)
 			}
 		})
@@ -210,8 +202,8 @@ func (b *rankBinding) open(L *lua.LState) int {
 	}
 	// The reset task is registered before shield.rank returns (a blocking
 	// call on Redis: one round trip), or shield.rank raises.
-	plan.top = o.MaxMembers
-	reg, err := b.r.beginRegister(board, plan)
+	plan.Top = o.MaxMembers
+	reg, err := b.r.resetsOf().Begin(board, plan)
 	if err != nil {
 		raise(L, "%s: %s", rankType, err.Error())
 	}
@@ -219,7 +211,7 @@ func (b *rankBinding) open(L *lua.LState) int {
 		return pushAll(L, handle(L))
 	}
 	return RunOutcome(b.rt, L, rankType, reg, func(L *lua.LState, _ scheduler.Info, err error) ([]lua.LValue, error) {
-		b.r.endRegister(name, err == nil)
+		b.r.resetsOf().End(name, err == nil)
 		if err != nil {
 			return nil, fmt.Errorf("registering the reset of %q: %w", name, err)
 		}
@@ -293,7 +285,7 @@ func describe(v lua.LValue) string {
 
 func (b *rankBinding) self(L *lua.LState, fn string) (rank.Board, args) {
 	a := argsOf(L, rankType, fn)
-	return a.self(1, rankType).(rank.Board), a
+	return selfAs[rank.Board](a, 1, rankType), a
 }
 
 func rankCall(fn string) string { return rankType + ":" + fn }

@@ -121,8 +121,9 @@ func (b *limiterBinding) newLimiter(L *lua.LState) int {
 	return 1
 }
 
-// parseOpts reads the options table at n and resolves the algorithm. Every
-// check names the option; the core checks the same rules again.
+// parseOpts reads the options table at n and has the core resolve the
+// algorithm (ratelimit.Resolve). Every check names the option; the core
+// checks the same rules again.
 func (b *limiterBinding) parseOpts(a args, n int) ratelimit.Options {
 	t := a.table(n)
 	bad := func(format string, v ...any) { a.bad(n, fmt.Sprintf(format, v...)) }
@@ -137,7 +138,6 @@ func (b *limiterBinding) parseOpts(a args, n int) ratelimit.Options {
 	var o ratelimit.Options
 	var algorithm string
 	var sliding lua.LValue = lua.LNil
-	set := map[string]bool{}
 	t.ForEach(func(k, v lua.LValue) {
 		key, _ := k.(lua.LString)
 		switch string(key) {
@@ -177,63 +177,21 @@ func (b *limiterBinding) parseOpts(a args, n int) ratelimit.Options {
 		default:
 			bad("unknown option %q (known: %s)", k.String(), strings.Join(limiterOptionNames, ", "))
 		}
-		set[string(key)] = true
 	})
 
-	// The algorithm: `algorithm`, else `sliding`, else the config's.
-	from := "option algorithm"
-	switch {
-	case algorithm != "":
-		if sliding != lua.LNil && bool(sliding.(lua.LBool)) != (algorithm == config.AlgorithmSlidingWindow) {
-			bad("option sliding = %v contradicts algorithm = %q", sliding, algorithm)
-		}
-	case sliding != lua.LNil:
-		from = "option sliding"
-		algorithm = config.AlgorithmTokenBucket
-		if sliding == lua.LTrue {
-			algorithm = config.AlgorithmSlidingWindow
-		}
-	default:
-		from = "rate_limiter.algorithm"
-		if algorithm = string(b.lim.Algorithm); algorithm == "" {
-			algorithm = config.AlgorithmTokenBucket
-		}
+	// How the options combine (the algorithm, what belongs to it, burst's
+	// default) is the core's.
+	g := ratelimit.Given{Rate: o.Rate, Burst: o.Burst, Window: o.Window, MaxRequests: o.MaxRequests,
+		Algorithm: ratelimit.Algorithm(algorithm)}
+	if sliding != lua.LNil {
+		on := sliding == lua.LTrue
+		g.Sliding = &on
 	}
-	o.Algorithm = ratelimit.Algorithm(algorithm)
-	o.Sliding = algorithm == config.AlgorithmSlidingWindow
-	if o.Sliding {
-		for _, k := range []string{"rate", "burst"} {
-			if set[k] {
-				bad("option %s is a token-bucket option, but %s makes this a sliding window (options: window, max_requests)", k, describeFrom(from, sliding, algorithm))
-			}
-		}
-		for _, k := range []string{"window", "max_requests"} {
-			if !set[k] {
-				bad("option %s is required for a sliding window", k)
-			}
-		}
-		return o
-	}
-	for _, k := range []string{"window", "max_requests"} {
-		if set[k] {
-			bad("option %s is a sliding-window option, but %s makes this a token bucket (set sliding = true for a sliding window)", k, describeFrom(from, sliding, algorithm))
-		}
-	}
-	if !set["rate"] {
-		bad("option rate is required for a token bucket (tokens per second)")
-	}
-	if !set["burst"] {
-		o.Burst = math.Max(o.Rate, 1) // one second of traffic
+	o, err := ratelimit.Resolve(g, b.lim.Algorithm)
+	if err != nil {
+		bad("%s", err.Error())
 	}
 	return o
-}
-
-// describeFrom names what decided the algorithm, for errors.
-func describeFrom(from string, sliding lua.LValue, algorithm string) string {
-	if from == "option sliding" {
-		return "sliding = " + sliding.String()
-	}
-	return fmt.Sprintf("%s = %q", from, algorithm)
 }
 
 // ---- arguments
@@ -249,7 +207,10 @@ func badSelf(L *lua.LState, fn string) {
 // comparison of the metatable: no allocation, no table lookup.
 func (b *limiterBinding) tb(L *lua.LState, fn string) *tbObj {
 	if ud, ok := L.Get(1).(*lua.LUserData); ok && ud.Metatable == lua.LValue(b.tbMeta) {
-		o := ud.Value.(*tbObj)
+		o, ok := ud.Value.(*tbObj)
+		if !ok {
+			badSelf(L, fn)
+		}
 		// The bucket is process memory, no Op: the module's end is checked
 		// here (the sliding window's Ops fail with it by themselves).
 		if err := b.rt.moduleClosed(); err != nil {
@@ -263,7 +224,9 @@ func (b *limiterBinding) tb(L *lua.LState, fn string) *tbObj {
 
 func (b *limiterBinding) sw(L *lua.LState, fn string) *swObj {
 	if ud, ok := L.Get(1).(*lua.LUserData); ok && ud.Metatable == lua.LValue(b.swMeta) {
-		return ud.Value.(*swObj)
+		if o, ok := ud.Value.(*swObj); ok {
+			return o
+		}
 	}
 	badSelf(L, fn)
 	return nil
@@ -462,53 +425,46 @@ func (b *limiterBinding) swWait(L *lua.LState) int {
 	}
 	rt := b.rt
 	name := o.call + ":wait"
-	deadline := time.Now().Add(d)
-	// next is how long to sleep before the next try, or false when the wait
-	// is over (for want of time).
-	next := func(dec ratelimit.Decision) (time.Duration, bool) {
-		left := time.Until(deadline)
-		if left <= 0 || dec.RetryAfter < 0 {
-			return 0, false
-		}
-		if dec.RetryAfter > left {
-			return left, false // sleep out the timeout: the window cannot open in time
-		}
-		return max(dec.RetryAfter, time.Millisecond), true
-	}
+	// The tries, the sleeps between them and the deadline are
+	// ratelimit.SlidingWindow.Wait's; this only runs its tries in the loop's
+	// pipeline and returns its outcome.
 	return rt.Block(L, name, func(w *Wait) func() {
-		// Everything below runs on the loop: the tries are ops of the loop
-		// (Go), and the timer only posts the next try.
 		w.EndOnClose()
-		var try func()
-		try = func() {
-			swTry(w, o.l, key, o.l.AllowOp(key, n), func(dec ratelimit.Decision, err error) {
-				switch {
-				case err != nil:
-					w.Complete(func() ([]lua.LValue, error) { return nil, err })
-				case dec.Allowed || dec.Reason == ratelimit.Unavailable:
-					w.Complete(func() ([]lua.LValue, error) { return windowWaited(dec), nil })
-				default:
-					sleep, again := next(dec)
-					w.After(sleep, func() {
-						if again {
-							try()
-						} else {
-							w.Complete(func() ([]lua.LValue, error) { return waited(false), nil })
-						}
-					})
+		over := false // loop only
+		cancel := o.l.Wait(key, n, d, func(done func(ratelimit.Decision, error)) {
+			w.Post(func() { // the core's timers call from their goroutines
+				if !over {
+					swTry(w, o.l, key, o.l.AllowOp(key, n), done)
 				}
 			})
-		}
-		try()
-		return nil
+		}, func(dec ratelimit.Decision, err error) {
+			w.Post(func() {
+				if over {
+					return
+				}
+				over = true
+				w.Complete(func() ([]lua.LValue, error) {
+					if err != nil {
+						return nil, err
+					}
+					return windowWaited(dec), nil
+				})
+			})
+		})
+		return func() { over = true; cancel() }
 	})
 }
 
+// windowWaited is the result of a sliding window's wait: true, or false
+// and why ("unavailable" or "timeout").
 func windowWaited(d ratelimit.Decision) []lua.LValue {
-	if d.Allowed {
+	switch {
+	case d.Allowed:
 		return []lua.LValue{lua.LTrue}
+	case d.Reason == ratelimit.Unavailable:
+		return []lua.LValue{lua.LFalse, luaUnavailable}
 	}
-	return []lua.LValue{lua.LFalse, luaUnavailable}
+	return waited(false)
 }
 
 // ---- both

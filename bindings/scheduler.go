@@ -242,7 +242,7 @@ func (rt *Runtime) installScheduler(lib *lua.LTable, s *Scheduler) {
 
 func (b *schedBinding) args(L *lua.LState, fn string) args {
 	a := argsOf(L, schedulerType, fn)
-	a.self(1, schedulerType)
+	selfAs[*schedBinding](a, 1, schedulerType)
 	return a
 }
 

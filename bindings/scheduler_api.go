@@ -277,7 +277,7 @@ func (b *schedBinding) installTaskType() {
 	// field reads the current state and returns one part of it.
 	field := func(fn string, get func(L *lua.LState, i scheduler.Info) lua.LValue) {
 		methods.RawSetString(fn, b.rt.blocking(func(L *lua.LState) int {
-			t := argsOf(L, schedTaskType, fn).self(1, schedTaskType).(*schedTask)
+			t := selfAs[*schedTask](argsOf(L, schedTaskType, fn), 1, schedTaskType)
 			return RunOutcome(b.rt, L, schedTaskType+":"+fn, b.s.Engine.Get(t.info.Name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
 				if err != nil {
 					return taskNotFound(err)
@@ -288,7 +288,7 @@ func (b *schedBinding) installTaskType() {
 		}))
 	}
 	methods.RawSetString("name", L.NewFunction(func(L *lua.LState) int {
-		t := argsOf(L, schedTaskType, "name").self(1, schedTaskType).(*schedTask)
+		t := selfAs[*schedTask](argsOf(L, schedTaskType, "name"), 1, schedTaskType)
 		L.Push(lua.LString(t.info.Name))
 		return 1
 	}))
@@ -299,7 +299,7 @@ func (b *schedBinding) installTaskType() {
 	field("status", func(_ *lua.LState, i scheduler.Info) lua.LValue { return lua.LString(i.Status) })
 	field("info", func(L *lua.LState, i scheduler.Info) lua.LValue { return infoTable(L, i) })
 	methods.RawSetString("refresh", b.rt.blocking(func(L *lua.LState) int {
-		t := argsOf(L, schedTaskType, "refresh").self(1, schedTaskType).(*schedTask)
+		t := selfAs[*schedTask](argsOf(L, schedTaskType, "refresh"), 1, schedTaskType)
 		return RunOutcome(b.rt, L, schedTaskType+":refresh", b.s.Engine.Get(t.info.Name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
 			if err != nil {
 				return taskNotFound(err)
@@ -310,7 +310,7 @@ func (b *schedBinding) installTaskType() {
 	}))
 	setMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		t := L.CheckUserData(1).Value.(*schedTask)
+		t := selfAs[*schedTask](argsOf(L, schedTaskType, "__tostring"), 1, schedTaskType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", schedTaskType, t.info.Name, t.info.Schedule)))
 		return 1
 	}))

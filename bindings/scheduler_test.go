@@ -20,12 +20,6 @@ import (
 // test advances it; the test then waits (briefly, in real time) for the
 // Lua tasks the firings started.
 
-type fakeClock struct{ *testclock.Clock }
-
-func (f fakeClock) AfterFunc(d time.Duration, fn func()) scheduler.Timer {
-	return f.Clock.AfterFunc(d, fn)
-}
-
 type schedFixture struct {
 	t   *testing.T
 	clk *testclock.Clock
@@ -44,7 +38,7 @@ func newSchedProcess(t *testing.T, clk *testclock.Clock, st scheduler.Store) *sc
 	t.Helper()
 	s := NewScheduler()
 	s.Now = clk.Now
-	e, err := scheduler.New(scheduler.Config{Clock: fakeClock{clk}, Events: s.Event, Store: st,
+	e, err := scheduler.New(scheduler.Config{Clock: clk, Events: s.Event, Store: st,
 		Defaults: scheduler.DefaultOptions(config.Default().Scheduler)})
 	if err != nil {
 		t.Fatal(err)

@@ -52,6 +52,14 @@ type Owner struct {
 	Instance string
 }
 
+// Node is "node_id:service_id": the scheduler's instance prefix and the
+// first part of every lock owner of this process.
+func (o Owner) Node() string { return o.NodeID + ":" + strconv.FormatInt(o.ServiceID, 10) }
+
+// Process is "node_id:service_id:instance": this process among all others
+// (its queue consumer name, its rate-limiter reports).
+func (o Owner) Process() string { return o.Node() + ":" + o.Instance }
+
 // Global backs shield.global(): the store, the process-local cache and
 // pub/sub. Shared by every runtime of the Module.
 type Global struct {
@@ -65,19 +73,21 @@ type Global struct {
 	CacheTTL time.Duration
 }
 
-// Evict drops key from the local cache.
-func (g *Global) Evict(key string) {
-	if g.Cache != nil {
-		g.Cache.Evict(key)
-	}
+// readThrough is the read-through cache protocol (core/kv) over Store and
+// Cache.
+func (g *Global) readThrough() kv.ReadThrough {
+	return kv.ReadThrough{Store: g.Store, Cache: g.Cache, TTL: g.CacheTTL}
 }
+
+// Evict drops key from the local cache.
+func (g *Global) Evict(key string) { g.readThrough().Written(key) }
 
 // OwnerID is the lock-owner identity of the task running L:
 // "node_id:service_id:coroutine-<instance>-N" (thread "main-<instance>"
 // outside tasks). Loop only.
 func (rt *Runtime) OwnerID(L *lua.LState) string {
 	o := rt.svc.Owner
-	prefix := o.NodeID + ":" + strconv.FormatInt(o.ServiceID, 10) + ":"
+	prefix := o.Node() + ":"
 	if t := rt.CurrentTask(L); t != nil {
 		if t.owner == "" {
 			t.owner = prefix + "coroutine-" + o.Instance + "-" + strconv.FormatInt(t.ID, 10)

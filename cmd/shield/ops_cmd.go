@@ -18,6 +18,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/rank"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/edge"
 	"github.com/shieldrt/shieldglobal/ops"
 )
 
@@ -210,7 +211,7 @@ func (a *admin) open(ctx context.Context, name string) (queue.Handle, error) {
 	if err != nil {
 		return queue.Handle{}, err
 	}
-	return queue.Open(a.queues, k, name, queue.DefaultOptions(a.cfg.Queue))
+	return queue.Open(a.queues, k, name, edge.QueueOptions(a.cfg.Queue))
 }
 
 func (a *admin) listQueues(ctx context.Context, out *opsOut) error {
@@ -220,7 +221,7 @@ func (a *admin) listQueues(ctx context.Context, out *opsOut) error {
 	}
 	views := make([]ops.QueueView, 0, len(found))
 	for _, q := range found {
-		h, err := queue.Open(a.queues, q.Kind, q.Name, queue.DefaultOptions(a.cfg.Queue))
+		h, err := queue.Open(a.queues, q.Kind, q.Name, edge.QueueOptions(a.cfg.Queue))
 		if err != nil {
 			return err
 		}

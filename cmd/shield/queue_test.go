@@ -137,7 +137,11 @@ func goQueues(t *testing.T, c redis.UniversalClient, prefix string) queue.Backen
 }
 
 func queueOptions(mut func(*queue.Options)) queue.Options {
-	o := queue.DefaultOptions(config.Default().Queue)
+	// The default config's queue section, as the module reads it.
+	c, ms := config.Default().Queue, func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	o := queue.Options{MaxLength: c.Defaults.MaxLength, MessageTTL: ms(c.Defaults.MessageTTL), MaxRetries: c.Defaults.MaxRetries,
+		RetryDelay: ms(c.Defaults.RetryDelay), VisibilityTimeout: ms(c.Defaults.VisibilityTimeout),
+		DeadLetter: queue.DeadLetterOptions{Enabled: c.DeadLetter.Enabled, MaxLength: c.DeadLetter.MaxLength, TTL: ms(c.DeadLetter.TTL)}}
 	if mut != nil {
 		mut(&o)
 	}

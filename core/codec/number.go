@@ -56,6 +56,14 @@ func ParseNumber(data []byte) (float64, bool) {
 	return parseNumber(data[i:j], simple)
 }
 
+// IsNumber reports whether the whole of b, with no surrounding whitespace,
+// is one JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?. It is
+// the module's one JSON number grammar (core/kv's INCR emulation uses it).
+func IsNumber(b []byte) bool {
+	end, _ := scanNumber(b, 0)
+	return end == len(b)
+}
+
 func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/core/codec"
 )
 
 // runConformance checks that a Store implements the Store contract. Every
@@ -431,7 +433,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store, advance fun
 				t.Fatalf("%s + %v: %v", c.stored, c.delta, err)
 			}
 			text, _ := mustGet(t, s, "n")
-			if !isJSONNumber([]byte(text)) {
+			if !codec.IsNumber([]byte(text)) {
 				t.Fatalf("%s + %v stored %q, not a JSON number", c.stored, c.delta, text)
 			}
 			parsed, err := strconv.ParseFloat(text, 64)

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/shieldrt/shieldglobal/core/codec"
 	"github.com/shieldrt/shieldglobal/core/store"
 )
 
@@ -128,10 +129,11 @@ func normTTL(ttl time.Duration) time.Duration {
 	return ttl.Truncate(time.Millisecond)
 }
 
-// parseNumber parses b if the whole of b is a JSON number (RFC 8259 grammar,
-// no surrounding whitespace) representable as a finite float64.
+// parseNumber parses b if the whole of b is a JSON number (codec.IsNumber:
+// no surrounding whitespace) representable as a finite float64 (unlike
+// codec.ParseNumber, an underflow to 0 is not a number here).
 func parseNumber(b []byte) (float64, bool) {
-	if !isJSONNumber(b) {
+	if !codec.IsNumber(b) {
 		return 0, false
 	}
 	f, err := strconv.ParseFloat(string(b), 64)
@@ -139,44 +141,6 @@ func parseNumber(b []byte) (float64, bool) {
 		return 0, false
 	}
 	return f, true
-}
-
-// isJSONNumber reports whether b is exactly
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func isJSONNumber(b []byte) bool {
-	i, n := 0, len(b)
-	digits := func() int {
-		s := i
-		for i < n && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		return i - s
-	}
-	if i < n && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < n && b[i] == '0':
-		i++
-	case digits() == 0:
-		return false
-	}
-	if i < n && b[i] == '.' {
-		i++
-		if digits() == 0 {
-			return false
-		}
-	}
-	if i < n && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < n && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if digits() == 0 {
-			return false
-		}
-	}
-	return i == n
 }
 
 // formatNumber formats x as a JSON number the way encoding/json and

@@ -5,21 +5,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
-)
 
-func TestIsJSONNumber(t *testing.T) {
-	for _, s := range []string{"0", "-0", "5", "-3", "1.5", "0.25", "1e5", "1E5", "1e+300", "1e-7", "-1.25E-3", "123456789012345678901234567890"} {
-		if !isJSONNumber([]byte(s)) {
-			t.Errorf("isJSONNumber(%q) = false", s)
-		}
-	}
-	for _, s := range []string{"", "-", "+1", ".5", "5.", "01", "-01", "1e", "1e+", "1.e5", "0x10", "inf", "NaN", "Infinity",
-		" 5", "5 ", "5\n", `"5"`, "true", "null", "1_000", "1.5.5", "--1", "5e5e5"} {
-		if isJSONNumber([]byte(s)) {
-			t.Errorf("isJSONNumber(%q) = true", s)
-		}
-	}
-}
+	"github.com/shieldrt/shieldglobal/core/codec"
+)
 
 func TestParseNumber(t *testing.T) {
 	if f, ok := parseNumber([]byte("1e+300")); !ok || f != 1e300 {
@@ -45,7 +33,7 @@ func TestFormatNumber(t *testing.T) {
 		if got != c.want {
 			t.Errorf("formatNumber(%v) = %q; want %q", c.x, got, c.want)
 		}
-		if !isJSONNumber([]byte(got)) {
+		if !codec.IsNumber([]byte(got)) {
 			t.Errorf("formatNumber(%v) = %q is not a JSON number", c.x, got)
 		}
 		if back, _ := strconv.ParseFloat(got, 64); back != c.x {

@@ -1,27 +1,16 @@
 package kv
 
+import "github.com/shieldrt/shieldglobal/core/store"
+
 // keySlot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of the
 // key, or of its {hash tag} when it has a non-empty one, modulo 16384.
 func keySlot(key string) uint16 {
-	if s := indexByte(key, '{'); s >= 0 {
-		if e := indexByte(key[s+1:], '}'); e > 0 {
-			key = key[s+1 : s+1+e]
-		}
-	}
+	key = store.HashTag(key)
 	var crc uint16
 	for i := 0; i < len(key); i++ {
 		crc = crc<<8 ^ crc16tab[byte(crc>>8)^key[i]]
 	}
 	return crc & 16383
-}
-
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }
 
 var crc16tab = func() (t [256]uint16) {

@@ -393,14 +393,3 @@ func waiterTTL(o Options) int64 {
 	}
 	return ttlMillis(DefaultWaiterTTL(0))
 }
-
-// hashTag returns the part of key Redis Cluster hashes: the first
-// non-empty {tag}, or the whole key.
-func hashTag(key string) string {
-	if s := strings.IndexByte(key, '{'); s >= 0 {
-		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
-			return key[s+1 : s+1+e]
-		}
-	}
-	return key
-}

@@ -2,9 +2,9 @@ package lock
 
 import (
 	"context"
-	"time"
 
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // Loop is the one goroutine a Session lives on (a Lua runtime's loop). Every
@@ -25,23 +25,13 @@ type Loop interface {
 	Context() context.Context
 }
 
-// Clock is the time of a Service: Now, and timers whose functions run on
-// some goroutine (a Session posts from them to its loop).
-type Clock interface {
-	Now() time.Time
-	AfterFunc(d time.Duration, f func()) Timer
-}
+// Clock is the time of a Service (the module's one clock interface): Now,
+// and timers whose functions run on some goroutine (a Session posts from
+// them to its loop).
+type Clock = clock.Clock
 
 // Timer is a timer of a Clock.
-type Timer interface {
-	// Stop prevents the timer from firing; false if it fired or was stopped.
-	Stop() bool
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                            { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+type Timer = clock.Timer
 
 // run runs op for the loop and calls done on it with the outcome: a local op
 // at once, a Redis op in the turn's batch, a work op on another goroutine.

@@ -181,9 +181,9 @@ func (r *Redis) lockKeys(op, name string) ([]any, any, error) {
 // start with '}').
 func checkLayout(k store.Keys) error {
 	keys, _ := k.LockKeys("x")
-	tag := hashTag(keys[0])
+	tag := store.HashTag(keys[0])
 	for _, key := range keys[1:] {
-		if hashTag(key) != tag {
+		if store.HashTag(key) != tag {
 			return fmt.Errorf("%w: keys %q and %q would not share a hash slot (check the prefix %q)", ErrInvalid, keys[0], key, k.Prefix)
 		}
 	}

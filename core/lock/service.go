@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shieldrt/shieldglobal/core/lock/local"
+	"github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // Service is the process-wide part of the locks, shared by every Session
@@ -52,7 +53,7 @@ type ServiceConfig struct {
 // NewService returns a Service; it starts nothing.
 func NewService(c ServiceConfig) *Service {
 	if c.Clock == nil {
-		c.Clock = realClock{}
+		c.Clock = clock.Real
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()

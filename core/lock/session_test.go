@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	sysclock "github.com/shieldrt/shieldglobal/internal/clock"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shieldrt/shieldglobal/core/lock/local"
@@ -46,7 +48,7 @@ var testDefaults = Defaults{TTL: 30 * time.Second, MaxTTL: time.Hour, Retry: 100
 func newProc(t *testing.T, dist Backend, clock Clock) *proc {
 	t.Helper()
 	if clock == nil {
-		clock = realClock{}
+		clock = sysclock.Real
 	}
 	buf := &syncBuffer{}
 	svc := NewService(ServiceConfig{Local: local.NewManager(clock.Now), Dist: dist, Defaults: testDefaults, Clock: clock,
@@ -843,7 +845,7 @@ func TestRedlockLeavesBothSidesOfARWLockOnOneBackend(t *testing.T) {
 	newRedlockProc := func() *proc {
 		buf := &syncBuffer{}
 		svc := NewService(ServiceConfig{Local: local.NewManager(time.Now), Dist: dist, Defaults: testDefaults,
-			Redlock: NewRedlock([]Backend{NewMemory(nil), NewMemory(nil), NewMemory(nil)}, 2), Clock: realClock{},
+			Redlock: NewRedlock([]Backend{NewMemory(nil), NewMemory(nil), NewMemory(nil)}, 2), Clock: sysclock.Real,
 			Log: slog.New(slog.NewTextHandler(buf, nil))})
 		return newSession(t, svc, buf)
 	}

@@ -3,31 +3,14 @@ package queue
 import (
 	"errors"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/internal/clock"
 )
 
-// Clock is the time source of the memory backend and of consumers' timers.
-// Tests pass a manual clock; nil means the real one.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f on its own goroutine once d has passed; stop
-	// prevents that if it has not happened yet and reports whether it did.
-	AfterFunc(d time.Duration, f func()) (stop func() bool)
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
-	return time.AfterFunc(d, f).Stop
-}
-
-func orReal(c Clock) Clock {
-	if c == nil {
-		return realClock{}
-	}
-	return c
-}
+// Clock is the time source of the memory backend and of consumers' timers
+// (the module's one clock interface). Tests pass a manual clock; nil means
+// the real one.
+type Clock = clock.Clock
 
 func isNotHeld(err error) bool { return errors.Is(err, ErrNotHeld) }
 

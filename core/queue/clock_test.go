@@ -3,6 +3,8 @@ package queue
 import (
 	"sync"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // fakeClock is a manual Clock: Advance moves it and runs, in time order on
@@ -29,19 +31,24 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &fakeTimer{at: c.now.Add(d), f: f}
 	c.timers = append(c.timers, t)
-	return func() bool {
+	return stopFunc(func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		was := !t.stopped
 		t.stopped = true
 		return was
-	}
+	})
 }
+
+// stopFunc is a clock.Timer.
+type stopFunc func() bool
+
+func (f stopFunc) Stop() bool { return f() }
 
 // Advance moves the clock by d, firing due timers.
 func (c *fakeClock) Advance(d time.Duration) {

@@ -187,7 +187,7 @@ func (e *engine) run() {
 			stopTimer = nil
 		}
 		if at, ok := e.nextTimer(); ok {
-			stopTimer = e.clk.AfterFunc(at.Sub(e.clk.Now()), e.signal)
+			stopTimer = e.clk.AfterFunc(at.Sub(e.clk.Now()), e.signal).Stop
 		}
 		if stopping && !e.released {
 			select {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
@@ -33,11 +32,8 @@ type env struct {
 
 // testOptions are small limits for tests.
 func testOptions() Options {
-	o := DefaultOptions(config.Queue{
-		Defaults:   config.QueueDefaults{MaxLength: 1000, MessageTTL: 0, MaxRetries: 2, RetryDelay: 0, VisibilityTimeout: 60000},
-		DeadLetter: config.DeadLetter{Enabled: true, MaxLength: 100, TTL: 0},
-	})
-	return o
+	return Options{MaxLength: 1000, MaxRetries: 2, VisibilityTimeout: time.Minute,
+		DeadLetter: DeadLetterOptions{Enabled: true, MaxLength: 100}}
 }
 
 // fastTiming shortens the Redis backend's intervals for tests.

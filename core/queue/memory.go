@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // Memory is the in-process Backend: the same semantics as Redis for one
@@ -51,7 +53,7 @@ func NewMemory(o MemoryOptions) *Memory {
 	if o.Consumer == "" {
 		o.Consumer = "local"
 	}
-	return &Memory{clk: orReal(o.Clock), consumer: o.Consumer, queues: map[string]*memOpen{}, stops: map[int]StopFunc{}}
+	return &Memory{clk: clock.OrReal(o.Clock), consumer: o.Consumer, queues: map[string]*memOpen{}, stops: map[int]StopFunc{}}
 }
 
 // open returns the queue name of kind, creating it with mk.

@@ -154,7 +154,7 @@ func (s *memSorted) arm(t time.Time) {
 		gs := s.serve()
 		s.mu.Unlock()
 		callAll(gs)
-	})
+	}).Stop
 }
 
 func (s *memSorted) pop() *store.Op[Message] {

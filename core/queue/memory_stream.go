@@ -425,7 +425,7 @@ func (g *memGroup) arm(t time.Time) {
 		gs := g.serve()
 		g.s.mu.Unlock()
 		callAll(gs)
-	})
+	}).Stop
 }
 
 // held returns d's pending entry if this consumer still holds that delivery

@@ -10,6 +10,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/pubsub"
 	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/backoff"
+	"github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // popResult is what one pop round trip brought back.
@@ -54,7 +55,7 @@ func newNotifier[T any](label string, bus pubsub.Bus, channel string, t timing, 
 	pop func(ctx context.Context, n int, wait bool) (popResult[T], error), unpop func(ctx context.Context, items []T) error) *notifier[T] {
 	n := &notifier[T]{label: label, bus: bus, channel: channel, t: t, recheck: recheck, pop: pop, unpop: unpop, wg: wg,
 		kick: make(chan struct{}, 1)}
-	n.waits = waiters[T]{mu: &n.mu, clock: realClock{}, expired: n.expiredErr}
+	n.waits = waiters[T]{mu: &n.mu, clock: clock.Real, expired: n.expiredErr}
 	return n
 }
 

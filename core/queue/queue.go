@@ -56,7 +56,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/internal/argerr"
 )
 
@@ -130,7 +129,7 @@ func (k Kind) String() string {
 }
 
 // Options are the limits of one queue, resolved once when it is opened.
-// Start from DefaultOptions(cfg) and override fields.
+// The module builds the defaults from the queue config section.
 type Options struct {
 	// MaxLength caps the messages a queue holds (a reliable queue counts
 	// unacknowledged ones, in flight or waiting for a retry); a push past it
@@ -169,24 +168,6 @@ type DeadLetterOptions struct {
 	// TTL: dead letters older than this are dropped (when dead letters are
 	// added or read; counted). 0 keeps them.
 	TTL time.Duration
-}
-
-// DefaultOptions returns the options of the queue config section.
-func DefaultOptions(c config.Queue) Options {
-	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
-	d := c.Defaults
-	return Options{
-		MaxLength:         d.MaxLength,
-		MessageTTL:        ms(d.MessageTTL),
-		MaxRetries:        d.MaxRetries,
-		RetryDelay:        ms(d.RetryDelay),
-		VisibilityTimeout: ms(d.VisibilityTimeout),
-		DeadLetter: DeadLetterOptions{
-			Enabled:   c.DeadLetter.Enabled,
-			MaxLength: c.DeadLetter.MaxLength,
-			TTL:       ms(c.DeadLetter.TTL),
-		},
-	}
 }
 
 // validate reports the first invalid option.

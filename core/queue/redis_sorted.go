@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // redisSorted is a plain (list), delay or priority (sorted set) queue on
@@ -256,7 +257,7 @@ func (s *redisSorted) Consume(o ConsumeOptions, h Handler) (StopFunc, error) {
 	if s.r.isClosed() {
 		return nil, opErr("consume", s.name, ErrClosed)
 	}
-	return consume(messageSource{w: s, clk: realClock{}, reg: s.r.register, queue: s.name}, o, h)
+	return consume(messageSource{w: s, clk: clock.Real, reg: s.r.register, queue: s.name}, o, h)
 }
 
 // redisPlain is a Redis FIFO queue.

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // The stream scripts; stream_prelude.lua is prepended after prelude.lua.
@@ -422,7 +423,7 @@ func (rc *redisReceiver) extendMany(ds []*Delivery) *store.Op[[]error] {
 }
 
 func (rc *redisReceiver) options() Options              { return rc.s.o }
-func (rc *redisReceiver) clock() Clock                  { return realClock{} }
+func (rc *redisReceiver) clock() Clock                  { return clock.Real }
 func (rc *redisReceiver) register(stop StopFunc) func() { return rc.s.r.register(stop) }
 
 func (rc *redisReceiver) Consume(o ConsumeOptions, h Handler) (StopFunc, error) {

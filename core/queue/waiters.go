@@ -49,7 +49,7 @@ func (w *waiters[T]) add(timeout time.Duration, done func(T, error)) (*waiter[T]
 			}
 			wt.done(zero, err)
 		}
-	})
+	}).Stop
 	cancel := func() bool {
 		w.mu.Lock()
 		ok := wt.linked

@@ -35,7 +35,7 @@ func TestSlidingWindowIsUnavailableWithinItsTimeoutWhenRedisDoesNotAnswer(t *tes
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { c.Close() })
-			cfg := ConfigFrom(config.Default().RateLimiter)
+			cfg := Config{Timeout: time.Duration(config.Default().RateLimiter.Timeout) * time.Millisecond}
 			cfg.Logger = quietLogger()
 			s := NewRedis(c, testredis.Prefix(t), cfg)
 			w, err := s.SlidingWindow("chat", Options{Window: time.Second, MaxRequests: 5})

@@ -34,8 +34,6 @@ import (
 	"log/slog"
 	"math"
 	"time"
-
-	"github.com/shieldrt/shieldglobal/config"
 )
 
 // Errors returned (wrapped) by this package.
@@ -58,8 +56,8 @@ type Algorithm string
 
 // The algorithms.
 const (
-	AlgorithmTokenBucket   Algorithm = config.AlgorithmTokenBucket
-	AlgorithmSlidingWindow Algorithm = config.AlgorithmSlidingWindow
+	AlgorithmTokenBucket   Algorithm = "token_bucket"
+	AlgorithmSlidingWindow Algorithm = "sliding_window"
 )
 
 // Reason says why a request was refused. The values are the Lua API's
@@ -168,7 +166,7 @@ type Limiter interface {
 	Stats() LimiterStats
 }
 
-// Config configures a Set. The zero value is usable: ConfigFrom fills it
+// Config configures a Set. The zero value is usable: the module fills it
 // from the rate_limiter config section.
 type Config struct {
 	// Algorithm is the default algorithm (rate_limiter.algorithm); ""
@@ -202,17 +200,6 @@ type Config struct {
 
 // defaultTimeout is Config.Timeout's default.
 const defaultTimeout = 300 * time.Millisecond
-
-// ConfigFrom returns the Config of the rate_limiter section (durations in
-// milliseconds there).
-func ConfigFrom(c config.RateLimiter) Config {
-	return Config{
-		Algorithm:       Algorithm(c.Algorithm),
-		SyncInterval:    time.Duration(c.SyncInterval) * time.Millisecond,
-		CleanupInterval: time.Duration(c.CleanupInterval) * time.Millisecond,
-		Timeout:         time.Duration(c.Timeout) * time.Millisecond,
-	}
-}
 
 // Stats are a Set's counters: the sums over its limiters.
 type Stats struct {

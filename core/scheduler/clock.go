@@ -1,21 +1,18 @@
 package scheduler
 
-import "time"
+import (
+	"time"
 
-// Clock is the Engine's time source. Tests inject a fake one
-// (internal/testclock satisfies it through a small adapter); nil means the
-// real clock.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f on its own goroutine once d has passed.
-	AfterFunc(d time.Duration, f func()) Timer
-}
+	"github.com/shieldrt/shieldglobal/internal/clock"
+)
+
+// Clock is the Engine's time source, the module's one clock interface.
+// Tests inject a fake one (internal/testclock); nil means the real clock
+// below (timerfd-precise timers on Linux).
+type Clock = clock.Clock
 
 // Timer is a pending AfterFunc.
-type Timer interface {
-	// Stop cancels the call; it reports whether it was still pending.
-	Stop() bool
-}
+type Timer = clock.Timer
 
 // realClock is the system clock.
 type realClock struct{}

@@ -12,8 +12,8 @@ import (
 	"github.com/shieldrt/shieldglobal/internal/testclock"
 )
 
-// fakeClock adapts a testclock.Clock, seen through a fixed offset (a
-// process whose clock is off).
+// fakeClock is a testclock.Clock seen through a fixed offset (a process
+// whose clock is off).
 type fakeClock struct {
 	c      *testclock.Clock
 	offset time.Duration

@@ -1,12 +1,14 @@
 // Package testclock is a manually advanced clock for tests of code that
-// takes an injected `now func() time.Time` (or a clock with timers), so
-// tests need not sleep.
+// takes an injected `now func() time.Time` or a clock.Clock, so tests need
+// not sleep.
 package testclock
 
 import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // Clock is safe for concurrent use. It starts at 2025-01-01 00:00 UTC.
@@ -62,7 +64,7 @@ type Timer struct {
 
 // AfterFunc arranges for f to be called by the Advance that moves the
 // clock to (or past) d from now. A d <= 0 is called by the next Advance.
-func (c *Clock) AfterFunc(d time.Duration, f func()) *Timer {
+func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &Timer{c: c, at: c.t.Add(d), f: f, pending: true}

@@ -99,10 +99,10 @@ func main() {
 	}
 	// The Go cases use limiter Sets of their own (the Module keeps its
 	// own private): the same code the Module's limiters run.
-	goSet := ratelimit.NewRedis(rc, prefix+"go:", ratelimit.ConfigFrom(cfg.RateLimiter))
+	goSet := ratelimit.NewRedis(rc, prefix+"go:", limiterConfig(cfg.RateLimiter))
 	goSet.Start()
 	defer goSet.Stop()
-	memSet := ratelimit.NewMemory(ratelimit.ConfigFrom(cfg.RateLimiter))
+	memSet := ratelimit.NewMemory(limiterConfig(cfg.RateLimiter))
 	memSet.Start()
 	defer memSet.Stop()
 	tbRedis, err := goSet.TokenBucket("tb", ratelimit.Options{Rate: never, Burst: never})
@@ -287,4 +287,15 @@ func goLoopNs(n int, f func()) float64 {
 		f()
 	}
 	return float64(time.Since(start).Nanoseconds()) / float64(n)
+}
+
+// limiterConfig is the ratelimit.Config of the rate_limiter section, as the
+// Module builds it.
+func limiterConfig(c config.RateLimiter) ratelimit.Config {
+	return ratelimit.Config{
+		Algorithm:       ratelimit.Algorithm(c.Algorithm),
+		SyncInterval:    time.Duration(c.SyncInterval) * time.Millisecond,
+		CleanupInterval: time.Duration(c.CleanupInterval) * time.Millisecond,
+		Timeout:         time.Duration(c.Timeout) * time.Millisecond,
+	}
 }
