@@ -135,8 +135,12 @@ func (m *Module) opsState(ctx context.Context) (ops.State, error) {
 	if err != nil {
 		errs = errors.Join(errs, fmt.Errorf("queues: %w", err))
 	}
-	for _, q := range qs {
-		s.Queues = append(s.Queues, ops.QueueState{Name: q.Name, Kind: q.Kind.String(),
+	ages, err := m.oldestAges(ctx, qs)
+	if err != nil {
+		errs = errors.Join(errs, fmt.Errorf("queues: oldest message: %w", err))
+	}
+	for i, q := range qs {
+		s.Queues = append(s.Queues, ops.QueueState{Name: q.Name, Kind: q.Kind.String(), OldestAgeMs: ages[i],
 			Length: q.Length, Pending: q.Pending, Ready: q.Ready, InFlight: q.InFlight, Retrying: q.Retrying,
 			Consumers: q.Consumers, LocalConsumers: int64(q.LocalConsumers), DeadLetters: q.DeadLetters,
 			Expired: q.Expired, Trimmed: q.Trimmed, Reclaimed: q.Reclaimed, Nacked: q.Nacked,

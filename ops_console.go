@@ -44,27 +44,43 @@ var errQueuesOff = fmt.Errorf("%w: queues are disabled (queue.enabled: false)", 
 func (c opsConsole) Queues(ctx context.Context) ([]ops.QueueView, error) {
 	qs, err := c.m.QueueStats(ctx)
 	out := make([]ops.QueueView, 0, len(qs))
-	oldest := make([]*store.Op[time.Time], 0, len(qs))
 	for _, q := range qs {
 		out = append(out, ops.QueueView{Name: q.Name, Kind: q.Kind.String(), Length: q.Length, InFlight: q.InFlight,
 			Ready: q.Ready, Pending: q.Pending, Retrying: q.Retrying, Consumers: q.Consumers,
 			LocalConsumers: int64(q.LocalConsumers), DeadLetters: q.DeadLetters})
-		h, ferr := queue.Find(c.m.queueBackend, q.Name)
-		if ferr != nil {
-			oldest = append(oldest, store.Failed[time.Time](ferr))
+	}
+	ages, aerr := c.m.oldestAges(ctx, qs)
+	for i := range out {
+		out[i].OldestAgeMs = ages[i]
+	}
+	return out, errors.Join(err, aerr)
+}
+
+// oldestAges returns, for each queue of qs, how long its oldest message has
+// waited in ms (queue.Handle.Oldest), or nil for an empty queue or one whose
+// query failed (the errors are joined), in one pipeline.
+func (m *Module) oldestAges(ctx context.Context, qs []QueueInfo) ([]*int64, error) {
+	oldest := make([]*store.Op[time.Time], 0, len(qs))
+	for _, q := range qs {
+		h, err := queue.Find(m.queueBackend, q.Name)
+		if err != nil {
+			oldest = append(oldest, store.Failed[time.Time](err))
 			continue
 		}
 		oldest = append(oldest, h.Oldest())
 	}
 	ts, failed := store.DoAll(ctx, oldest)
-	for i := range out {
+	ages := make([]*int64, len(qs))
+	var errs error
+	now := time.Now()
+	for i := range qs {
 		if failed[i] != nil {
-			err = errors.Join(err, failed[i])
+			errs = errors.Join(errs, failed[i])
 			continue
 		}
-		out[i].OldestAgeMs = ops.AgeMs(ts[i], time.Now())
+		ages[i] = ops.AgeMs(ts[i], now)
 	}
-	return out, err
+	return ages, errs
 }
 
 // deadLetters finds name among the queues this process opened.

@@ -226,6 +226,11 @@ func checkMetrics(t *testing.T, body string) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
+	// ops_busy holds two messages pushed during this test: its oldest has
+	// waited some time, not minutes.
+	if age := value("shield_queue_oldest_age_seconds", "queue", "ops_busy", "kind", "plain"); age < 0 || age > 120 {
+		t.Errorf("shield_queue_oldest_age_seconds{ops_busy} = %v, want between 0 and 120", age)
+	}
 	// Exposed before anything happened (the vectors by label show up with
 	// their first event; TestOpsMetricsObserveEvents checks those).
 	for _, name := range []string{"shield_lock_acquire_wait_seconds", "shield_scheduler_trigger_lateness_seconds",

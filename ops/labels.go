@@ -78,10 +78,12 @@ func idle(q QueueState) bool {
 		q.LocalConsumers == 0 && q.DeadLetters == 0
 }
 
-// facts is q without Consumers, compared between scrapes to tell whether
-// anything happened to an idle queue.
+// facts is q without Consumers and the oldest message's age (they change
+// by themselves), compared between scrapes to tell whether anything
+// happened to an idle queue.
 func facts(q QueueState) QueueState {
 	q.Consumers = 0
+	q.OldestAgeMs = nil
 	return q
 }
 
@@ -134,8 +136,12 @@ func (m *Metrics) visibleQueues(qs []QueueState) []QueueState {
 	return out
 }
 
-// add sums q's facts into o.
+// add sums q's facts into o (the oldest message's age: the largest).
 func (o *QueueState) add(q QueueState) {
+	if q.OldestAgeMs != nil && (o.OldestAgeMs == nil || *q.OldestAgeMs > *o.OldestAgeMs) {
+		age := *q.OldestAgeMs
+		o.OldestAgeMs = &age
+	}
 	o.Length += q.Length
 	o.Pending += q.Pending
 	o.Ready += q.Ready

@@ -251,6 +251,7 @@ var (
 	descQueueRetrying    = desc("shield_queue_retrying", "Nacked messages waiting for their retry.", queueLabels...)
 	descQueueConsumers   = desc("shield_queue_consumers", "Processes that consumed the queue within the last 10s.", queueLabels...)
 	descQueueLocal       = desc("shield_queue_local_consumers", "Consumers (consume / subscribe handles) of this process.", queueLabels...)
+	descQueueOldest      = desc("shield_queue_oldest_age_seconds", "How long the oldest ready message has waited (delay queues: since it was due; reliable: the oldest unacknowledged); absent when the queue is empty.", queueLabels...)
 	descQueueDead        = desc("shield_queue_dead_letters", "Dead letters held.", queueLabels...)
 	descQueueExpired     = desc("shield_queue_expired_total", "Messages dropped at delivery past their TTL.", queueLabels...)
 	descQueueTrimmed     = desc("shield_queue_trimmed_total", "Broadcast entries dropped before every group acknowledged them.", queueLabels...)
@@ -323,6 +324,9 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descQueueConsumers, float64(q.Consumers), l...)
 		gauge(descQueueLocal, float64(q.LocalConsumers), l...)
 		gauge(descQueueDead, float64(q.DeadLetters), l...)
+		if q.OldestAgeMs != nil {
+			gauge(descQueueOldest, float64(*q.OldestAgeMs)/1000, l...)
+		}
 		counter(descQueueExpired, float64(q.Expired), l...)
 		counter(descQueueTrimmed, float64(q.Trimmed), l...)
 		counter(descQueueReclaimed, float64(q.Reclaimed), l...)

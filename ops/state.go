@@ -49,6 +49,9 @@ type QueueState struct {
 	// LocalConsumers: this process's consume / subscribe handles.
 	Consumers, LocalConsumers int64
 	DeadLetters               int64
+	// OldestAgeMs: how long the oldest ready message has waited, in ms
+	// (queue.Handle.Oldest); nil when the queue is empty.
+	OldestAgeMs *int64
 	// Counters since the queue was created.
 	Expired, Trimmed, Reclaimed, Nacked, DeadLettered, DeadDropped int64
 }
