@@ -477,8 +477,12 @@ func (e *Engine) control(name string, op controlOp) *store.Op[struct{}] {
 		if !ok {
 			return struct{}{}, fmt.Errorf("%w: %q", ErrNotFound, name)
 		}
-		// Apply here at once; the control message will find it done.
-		e.post(func() { e.applyControl(controlMsg{Op: op, Name: name, issued: true}, false) })
+		// Apply here before the call returns (a status or next run read
+		// right after it sees the change); the control message will find
+		// it done.
+		if err := e.call(func() { e.applyControl(controlMsg{Op: op, Name: name, issued: true}, false) }); err != nil {
+			return struct{}{}, err
+		}
 		return struct{}{}, nil
 	})
 }
