@@ -79,8 +79,10 @@ func (g *Global) readThrough() kv.ReadThrough {
 	return kv.ReadThrough{Store: g.Store, Cache: g.Cache, TTL: g.CacheTTL}
 }
 
-// Evict drops key from the local cache.
-func (g *Global) Evict(key string) { g.readThrough().Written(key) }
+// Evict drops key from the local cache. It reads Cache only: the cache
+// sync's subscription calls it from its own goroutine, and may do so
+// while the Module is still filling in Store.
+func (g *Global) Evict(key string) { kv.ReadThrough{Cache: g.Cache}.Written(key) }
 
 // OwnerID is the lock-owner identity of the task running L:
 // "node_id:service_id:coroutine-<instance>-N" (thread "main-<instance>"
