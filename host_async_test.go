@@ -190,7 +190,8 @@ func TestAsyncHostErrors(t *testing.T) {
 // call raises "cannot block here" instead of corrupting the state.
 func TestAsyncHostOutsideATask(t *testing.T) {
 	m := newModule(t, config.Default())
-	if err := m.ExposeAsync("lookup", func(ctx context.Context, k string) string { return "v-" + k }); err != nil {
+	var calls atomic.Int32
+	if err := m.ExposeAsync("lookup", func(ctx context.Context, k string) string { calls.Add(1); return "v-" + k }); err != nil {
 		t.Fatal(err)
 	}
 	rt := newRuntime(t, m)
@@ -207,6 +208,13 @@ func TestAsyncHostOutsideATask(t *testing.T) {
 	err := rt.RunString(`local t = setmetatable({}, {__index = function(_, k) return lookup(k) end}); return t.x`, "t.lua")
 	if err == nil || !strings.Contains(err.Error(), "lookup: cannot block here") {
 		t.Fatalf("in a metamethod: %v", err)
+	}
+	// Refused before it ran: a host function with side effects must not
+	// run where its result cannot be taken (a worker would have run it by
+	// now).
+	time.Sleep(200 * time.Millisecond)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("lookup ran %d times, want once (outside a task; not in the metamethod)", n)
 	}
 
 	// The loop waits for the call there, and its context ends when the
