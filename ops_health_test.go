@@ -131,7 +131,11 @@ func TestReadyzWhenRedisDoesNotAnswer(t *testing.T) {
 	check := func(t *testing.T, url, reason string) {
 		t.Helper()
 		status, body, took := probe(t, url)
-		if status != http.StatusServiceUnavailable || body["status"] != "failing" || !strings.Contains(body["reason"], reason) {
+		// On a loaded machine the probe's own deadline can come before the
+		// check's (100 ms apart): that answer is a 503 too, naming the
+		// check instead of Redis.
+		late := strings.Contains(body["reason"], "backend check did not finish within")
+		if status != http.StatusServiceUnavailable || body["status"] != "failing" || !(strings.Contains(body["reason"], reason) || late) {
 			t.Fatalf("/readyz: %d %v, want 503 with %q", status, body, reason)
 		}
 		// The claim is "no hang": a generous bound a loaded machine meets,
