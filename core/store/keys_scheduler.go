@@ -30,7 +30,7 @@ func (k Keys) SchedulerRun(name string, fire int64) string {
 }
 
 // SchedulerTrigger is one "run now" of a task (Engine.TriggerAny), the
-// manual counterpart of SchedulerRun: ” until a process claims it, then
+// manual counterpart of SchedulerRun: empty until a process claims it, then
 // the runner's owner id; PX the trigger's window:
 // <prefix>scheduler:run:{name}:manual:<id>.
 func (k Keys) SchedulerTrigger(name, id string) string {
