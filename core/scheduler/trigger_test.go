@@ -105,3 +105,40 @@ func testTriggerAny(t *testing.T, b backend) {
 		t.Fatalf("%d runs after a trigger nobody holds", len(rs)-n)
 	}
 }
+
+// The Store's side of a trigger: the first claim wins, a second attempt of
+// the same owner (its first reply lost) finds it won, another owner finds
+// it taken; a trigger of a task with no record is not sent.
+func TestTriggerClaimOnEveryBackend(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			cl := newCluster(t, b, 0)
+			cl.registerOn(0, cl.es[0], "job", mustCron(t, "0 * * * *"), nil, func(int, Firing, func(error)) {})
+			// The record stays; no engine holds the task, so only the
+			// test claims its triggers.
+			cl.es[0].Detach("")
+			awaitLocal(t, cl.es[0], func() bool { return cl.es[0].tasks["job"] == nil }, "job dropped")
+			st := cl.st
+			if ok := do(t, st.sendTrigger("nope", "x", time.Minute).op()); ok {
+				t.Fatal("trigger of a task with no record was sent")
+			}
+			if !do(t, st.sendTrigger("job", "t1", time.Minute).op()) {
+				t.Fatal("trigger not sent")
+			}
+			if r := do(t, st.triggerState("job", "t1").op()); r.State != trigPending {
+				t.Fatalf("state before any claim: %+v", r)
+			}
+			for _, c := range []struct{ owner, want string }{{"a/1", "a/1"}, {"a/1", "a/1"}, {"b/1", "a/1"}} {
+				if r := do(t, st.claimTrigger("job", "t1", c.owner).op()); r.State != trigClaimed || r.Owner != c.want {
+					t.Fatalf("claim by %s: %+v; want claimed by %s", c.owner, r, c.want)
+				}
+			}
+			if r := do(t, st.triggerState("job", "t1").op()); r.State != trigClaimed || r.Owner != "a/1" {
+				t.Fatalf("state after the claims: %+v", r)
+			}
+			if r := do(t, st.claimTrigger("job", "unknown", "a/1").op()); r.State != trigUnknown {
+				t.Fatalf("claim of an unknown trigger: %+v", r)
+			}
+		})
+	}
+}
