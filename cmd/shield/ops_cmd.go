@@ -27,7 +27,7 @@ import (
 // the Lua API use. docs/ops.md#the-admin-cli documents it.
 
 const opsSynopsis = "[--config FILE] [--json] queues | dead QUEUE [--limit N] | requeue QUEUE (ID...|--all) | tasks | " +
-	"pause|resume|disable|enable|remove TASK | board NAME [--top N] | lock NAME"
+	"pause|resume|disable|enable|trigger|remove TASK | board NAME [--top N] | lock NAME"
 
 // opsTimeout bounds one ops command (every Redis call it makes).
 const opsTimeout = 10 * time.Second
@@ -355,10 +355,7 @@ func (a *admin) tasks(ctx context.Context, out *opsOut) error {
 
 func (a *admin) taskAction(ctx context.Context, out *opsOut, action, name string) error {
 	if action == "trigger" {
-		// Engine.Trigger runs a task in the process that registered it; a
-		// CLI registers nothing, and the Store has no "run now" message.
-		return fmt.Errorf("trigger runs a task in a process that registered it: use that process's console " +
-			"(POST /ops/api/tasks/NAME/trigger, docs/ops.md) or scheduler:trigger(name) in Lua")
+		return a.trigger(ctx, out, name)
 	}
 	e, err := a.engine()
 	if err != nil {
@@ -382,6 +379,48 @@ func (a *admin) taskAction(ctx context.Context, out *opsOut, action, name string
 	return out.print(map[string]any{"task": name, "action": action, "ok": true}, func(w *tabwriter.Writer) {
 		fmt.Fprintf(w, "%s: %s done\n", name, action)
 	})
+}
+
+// triggerWindow is how long a trigger from the CLI may be claimed by a
+// process holding the task; the CLI waits for the claim up to then.
+const triggerWindow = 5 * time.Second
+
+// trigger asks the processes that registered distributed task name to run
+// it once (Engine.TriggerAny) and waits until one of them claims it, or
+// the window passes and none did (then none will: a trigger is not kept).
+func (a *admin) trigger(ctx context.Context, out *opsOut, name string) error {
+	e, err := a.engine()
+	if err != nil {
+		return err
+	}
+	id, err := e.TriggerAny(name, triggerWindow).Do(ctx)
+	if errors.Is(err, scheduler.ErrNotFound) {
+		return fmt.Errorf("%w (only distributed tasks are in Redis; a local task runs now from its own process: "+
+			"its console or scheduler:trigger)", err)
+	}
+	if err != nil {
+		return err
+	}
+	for {
+		st, err := e.TriggerStatus(name, id).Do(ctx)
+		if err != nil {
+			return err
+		}
+		if st.Runner != "" {
+			return out.print(map[string]any{"task": name, "action": "trigger", "ok": true, "runner": st.Runner}, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "%s: trigger done, run by %s\n", name, st.Runner)
+			})
+		}
+		if !st.Pending {
+			return fmt.Errorf("task %q: no process that registered it took the trigger within %v, so it did not run "+
+				"(none is up, or none heard it; a trigger is not kept for a process that starts later)", name, triggerWindow)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("task %q: waiting for a process to take the trigger: %w", name, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func (a *admin) board(ctx context.Context, out *opsOut, name string, top int) error {

@@ -175,11 +175,99 @@ func TestOpsCLI(t *testing.T) {
 		{[]string{"dead", "nosuch"}, 1, "no such queue"},
 		{[]string{"frobnicate"}, 2, `unknown ops command "frobnicate"`},
 		{[]string{"board", "arena", "--top", "0"}, 2, "--top 0"},
-		{[]string{"trigger", "nightly"}, 1, "registered it"},
+		{[]string{"trigger", "nightly"}, 1, "not found"},
 	} {
 		if r := ops(c.args...); r.code != c.code || !strings.Contains(r.stderr, c.msg) {
 			t.Errorf("shield ops %v: exit %d, stderr %q; want %d and %q", c.args, r.code, r.stderr, c.code, c.msg)
 		}
+	}
+}
+
+// opsHolder registers the distributed task "job" (it never fires during
+// the test) and prints "ran <manual>" at each run.
+const opsHolder = `
+shield.scheduler():cron("job", "0 3 1 1 *", function(info) print("ran " .. tostring(info.manual)) end, { distributed = true })
+print("ready")
+`
+
+// shield ops trigger from a CLI that registers nothing: with two shield
+// processes holding a distributed task, each trigger runs it once in one
+// of them (a manual run, counted in run_count); with none up, the CLI says
+// it did not run.
+func TestOpsCLITrigger(t *testing.T) {
+	url := testredis.URL(t)
+	cfg, _ := queueConfig(t, url, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ops := func(args ...string) result {
+		t.Helper()
+		return runShield(t, ctx, append([]string{"ops", "--config", cfg}, args...)...)
+	}
+	procs := []*proc{startProc(t, cfg, writeFile(t, "a.lua", opsHolder)), startProc(t, cfg, writeFile(t, "b.lua", opsHolder))}
+	ran := func() (manual, other int) {
+		for _, p := range procs {
+			manual += p.count("ran true")
+			other += p.count("ran false")
+		}
+		return manual, other
+	}
+	const n = 4
+	for i := 1; i <= n; i++ {
+		args := []string{"trigger", "job"}
+		if i == n {
+			args = append(args, "--json")
+		}
+		r := ops(args...)
+		if r.code != 0 {
+			t.Fatalf("trigger %d: exit %d\n%s%s", i, r.code, r.stdout, r.stderr)
+		}
+		if i < n && !strings.Contains(r.stdout, "job: trigger done, run by ") {
+			t.Fatalf("trigger %d: %q", i, r.stdout)
+		}
+		if i == n {
+			var res struct {
+				Runner string
+				OK     bool
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || !res.OK || res.Runner == "" {
+				t.Fatalf("trigger --json: %v %q", err, r.stdout)
+			}
+		}
+		// The CLI returns once a process claimed it; the run follows.
+		deadline := time.Now().Add(30 * time.Second)
+		for m, _ := ran(); m < i; m, _ = ran() {
+			if time.Now().After(deadline) {
+				t.Fatalf("trigger %d: %d manual runs after 30s\n%s\n%s", i, m, procs[0].stdout.String(), procs[1].stdout.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	var ts struct {
+		Tasks []struct {
+			Name string
+			Runs int64
+		}
+	}
+	r := ops("tasks", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &ts); err != nil || len(ts.Tasks) != 1 || ts.Tasks[0].Runs != n {
+		t.Fatalf("tasks after %d triggers: %v %s%s", n, err, r.stdout, r.stderr)
+	}
+	if m, o := ran(); m != n || o != 0 {
+		t.Fatalf("%d manual and %d scheduled runs after %d triggers\n%s\n%s", m, o, n, procs[0].stdout.String(), procs[1].stdout.String())
+	}
+
+	if r := ops("trigger", "nosuch"); r.code != 1 || !strings.Contains(r.stderr, "not found") || !strings.Contains(r.stderr, "only distributed tasks") {
+		t.Fatalf("trigger nosuch: %d\n%s", r.code, r.stderr)
+	}
+	// Nobody holds it: the record stays, the trigger runs nowhere, and the
+	// CLI says so.
+	for _, p := range procs {
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+	r = ops("trigger", "job")
+	if r.code != 1 || !strings.Contains(r.stderr, "no process that registered it took the trigger") {
+		t.Fatalf("trigger with no process up: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
 

@@ -214,6 +214,7 @@ func TestConformance(t *testing.T) {
 			t.Run("LateStartIsLate", func(t *testing.T) { testLateStart(t, b) })
 			t.Run("MissedFiringsOfAClaimAreTold", func(t *testing.T) { testMissedByClaim(t, b) })
 			t.Run("GoneTellsTheRegistrants", func(t *testing.T) { testGone(t, b) })
+			t.Run("TriggerAnyRunsOnceInOneHolder", func(t *testing.T) { testTriggerAny(t, b) })
 		})
 	}
 }

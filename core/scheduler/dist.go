@@ -402,6 +402,10 @@ func (e *Engine) onControl(c controlMsg) {
 		if t := e.tasks[c.Name]; t != nil && t.distributed() {
 			e.resync(t)
 		}
+	case ctlTrigger:
+		if t := e.tasks[c.Name]; t != nil && t.distributed() {
+			e.onTrigger(t, c.ID, e.newOwner(), 0)
+		}
 	default:
 		if t := e.tasks[c.Name]; t != nil && t.distributed() {
 			e.applyControl(c, false)

@@ -19,6 +19,7 @@ type Memory struct {
 
 	mu    sync.Mutex
 	tasks map[string]*memRecord
+	trigs map[memTrigKey]*memTrig
 	subs  map[int]func(controlMsg)
 	next  int
 }
@@ -60,7 +61,8 @@ func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{now: now, tasks: make(map[string]*memRecord), subs: make(map[int]func(controlMsg))}
+	return &Memory{now: now, tasks: make(map[string]*memRecord), trigs: make(map[memTrigKey]*memTrig),
+		subs: make(map[int]func(controlMsg))}
 }
 
 // op runs fn under the mutex at the Store's now, then delivers the control
@@ -346,6 +348,69 @@ func (m *Memory) get(name string) step[found] {
 			return found{record: record{Now: now}}, nil, nil
 		}
 		return found{record: r.view(now), Found: true}, nil, nil
+	})
+}
+
+// memTrigKey names a trigger (Redis: its key).
+type memTrigKey struct{ name, id string }
+
+// memTrig is a trigger: unclaimed while owner is "".
+type memTrig struct {
+	owner    string
+	expireAt int64 // Store ms: past it the trigger is gone (Redis: PX)
+}
+
+// trig returns a trigger that has not expired, dropping expired ones.
+func (m *Memory) trig(k memTrigKey, now int64) *memTrig {
+	tr := m.trigs[k]
+	if tr != nil && now > tr.expireAt {
+		delete(m.trigs, k)
+		return nil
+	}
+	return tr
+}
+
+// sendTrigger implements Store.
+func (m *Memory) sendTrigger(name, id string, window time.Duration) step[bool] {
+	return memOp(m, func(now int64) (bool, []controlMsg, error) {
+		if m.lookup(name, now, false) == nil {
+			return false, nil, nil
+		}
+		for k, tr := range m.trigs { // expire the rest, as Redis would
+			if now > tr.expireAt {
+				delete(m.trigs, k)
+			}
+		}
+		m.trigs[memTrigKey{name, id}] = &memTrig{expireAt: now + window.Milliseconds()}
+		return true, []controlMsg{{Op: ctlTrigger, Name: name, ID: id}}, nil
+	})
+}
+
+// claimTrigger implements Store.
+func (m *Memory) claimTrigger(name, id, owner string) step[trigReply] {
+	return memOp(m, func(now int64) (trigReply, []controlMsg, error) {
+		tr := m.trig(memTrigKey{name, id}, now)
+		if tr == nil {
+			return trigReply{Now: now}, nil, nil
+		}
+		if tr.owner == "" {
+			tr.owner = owner
+		}
+		return trigReply{State: trigClaimed, Owner: tr.owner, Now: now}, nil, nil
+	})
+}
+
+// triggerState implements Store.
+func (m *Memory) triggerState(name, id string) step[trigReply] {
+	return memOp(m, func(now int64) (trigReply, []controlMsg, error) {
+		tr := m.trig(memTrigKey{name, id}, now)
+		switch {
+		case tr == nil:
+			return trigReply{Now: now}, nil, nil
+		case tr.owner == "":
+			return trigReply{State: trigPending, Now: now}, nil, nil
+		}
+		return trigReply{State: trigClaimed, Owner: tr.owner, Now: now}, nil, nil
 	})
 }
 

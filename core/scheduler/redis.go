@@ -32,6 +32,8 @@ var (
 	finishSrc string
 	//go:embed scripts/control.lua
 	controlSrc string
+	//go:embed scripts/trigger.lua
+	triggerSrc string
 
 	registerScript  = store.NewScript("scheduler/register.lua", preludeSrc+registerSrc)
 	claimScript     = store.NewScript("scheduler/claim.lua", preludeSrc+claimSrc)
@@ -39,6 +41,7 @@ var (
 	heartbeatScript = store.NewScript("scheduler/heartbeat.lua", preludeSrc+heartbeatSrc)
 	finishScript    = store.NewScript("scheduler/finish.lua", preludeSrc+finishSrc)
 	controlScript   = store.NewScript("scheduler/control.lua", preludeSrc+controlSrc)
+	triggerScript   = store.NewScript("scheduler/trigger.lua", preludeSrc+triggerSrc)
 )
 
 // controlChannel is the bus channel of control messages (the server
@@ -266,6 +269,35 @@ func (r *Redis) get(name string) step[found] {
 	}, "get", r.keys.SchedulerControl(), name, "0")
 }
 
+func (r *Redis) sendTrigger(name, id string, window time.Duration) step[bool] {
+	what := fmt.Sprintf("scheduler: trigger %q", name)
+	keys := []string{r.keys.SchedulerTask(name), r.keys.SchedulerTrigger(name, id)}
+	return script(r, triggerScript, what, keys, func(rep *store.Reply) (bool, error) {
+		ok := rep.Int() == 1
+		rep.Int()
+		rep.Str()
+		return ok, nil
+	}, "send", ms(window), r.keys.SchedulerControl(), id, name)
+}
+
+func (r *Redis) claimTrigger(name, id, owner string) step[trigReply] {
+	return r.trig("claim", name, id, owner)
+}
+
+func (r *Redis) triggerState(name, id string) step[trigReply] { return r.trig("state", name, id, "") }
+
+func (r *Redis) trig(op, name, id, owner string) step[trigReply] {
+	what := fmt.Sprintf("scheduler: trigger %q: %s", name, op)
+	keys := []string{r.keys.SchedulerTask(name), r.keys.SchedulerTrigger(name, id)}
+	return script(r, triggerScript, what, keys, func(rep *store.Reply) (trigReply, error) {
+		res := trigReply{State: trigState(rep.Int()), Now: rep.Int(), Owner: rep.Str()}
+		if rep.Err() == nil && res.State > trigClaimed {
+			return res, fmt.Errorf("%s: %w: state %d", what, store.ErrReply, res.State)
+		}
+		return res, nil
+	}, op, owner)
+}
+
 // subscribeTimeout bounds the SUBSCRIBE of the control channel.
 const subscribeTimeout = 5 * time.Second
 
@@ -277,9 +309,16 @@ func (r *Redis) subscribe(fn func(controlMsg)) (func(), error) {
 		ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 		sub, err := bus.Subscribe(ctx, controlChannel, func(m pubsub.Message) {
 			op, name, ok := strings.Cut(string(m.Payload), "\n")
-			if ok {
-				r.deliver(controlMsg{Op: controlOp(op), Name: name})
+			if !ok {
+				return
 			}
+			c := controlMsg{Op: controlOp(op), Name: name}
+			if c.Op == ctlTrigger {
+				if c.ID, c.Name, ok = strings.Cut(name, "\n"); !ok {
+					return
+				}
+			}
+			r.deliver(c)
 		})
 		cancel()
 		if err != nil {

@@ -69,9 +69,10 @@ var (
 	// task of another kind (cron, interval or once), in this process or in
 	// the Store. Remove the task first to change its kind.
 	ErrKindConflict = errors.New("scheduler: task exists with another kind")
-	// ErrNotFound is returned by Get, Pause, Resume, Disable, Enable, Remove and Trigger for
-	// a task that does not exist (Trigger: that is not registered in this
-	// process, since it needs the task's RunFunc).
+	// ErrNotFound is returned by Get, Pause, Resume, Disable, Enable, Remove, Trigger and
+	// TriggerAny for a task that does not exist (Trigger: that is not
+	// registered in this process, since it needs the task's RunFunc;
+	// TriggerAny: that has no record in the Store).
 	ErrNotFound = errors.New("scheduler: task not found")
 	// ErrClosed is returned by every Engine operation after Close.
 	ErrClosed = errors.New("scheduler: engine closed")
@@ -230,12 +231,12 @@ type Firing struct {
 	// Task is the task's name.
 	Task string
 	// Scheduled is the firing's scheduled time (for a manual Trigger, the
-	// time of the call). It is the firing's identity: retries and re-runs
+	// time of the call; for a TriggerAny, the Store's time of the claim). It is the firing's identity: retries and re-runs
 	// of the firing carry the same Scheduled.
 	Scheduled time.Time
 	// Attempt is 1 for the first run of the firing, 2 for the first retry…
 	Attempt int
-	// Manual is true for a run started by Trigger.
+	// Manual is true for a run started by Trigger or TriggerAny.
 	Manual bool
 	// Recovered is true when this process re-runs a firing whose runner
 	// stopped renewing its claim (it may have run partly or wholly).

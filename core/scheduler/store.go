@@ -43,6 +43,17 @@ type Store interface {
 	control(name string, op controlOp) step[bool]
 	// get returns a record (found false when there is none).
 	get(name string) step[found]
+	// sendTrigger records trigger id of a record for window and tells
+	// every Engine (ctlTrigger); false when there is no record.
+	sendTrigger(name, id string, window time.Duration) step[bool]
+	// claimTrigger gives trigger id to owner if nobody has it: exactly one
+	// owner ever gets it (the same owner asking again gets it again, so a
+	// retry after a lost reply is safe). Unknown or past its window:
+	// trigUnknown.
+	claimTrigger(name, id, owner string) step[trigReply]
+	// triggerState reads trigger id: unclaimed (trigPending), claimed by
+	// Owner (trigClaimed), or unknown or past its window (trigUnknown).
+	triggerState(name, id string) step[trigReply]
 	// subscribe calls fn for every control message (from any process, this
 	// one included) and with ctlResync after the Store's connection
 	// came back, when messages may have been lost. fn must not block.
@@ -286,6 +297,9 @@ const (
 	ctlEnable  controlOp = "enable"
 	// ctlUpdate: the schedule changed; re-read the record.
 	ctlUpdate controlOp = "update"
+	// ctlTrigger: a "run now" (controlMsg.ID); the processes holding the
+	// task claim it and the winner runs it.
+	ctlTrigger controlOp = "trigger"
 	// ctlResync: the Store's connection came back; re-read every
 	// record (Name is "").
 	ctlResync controlOp = "resync"
@@ -304,7 +318,29 @@ func (op controlOp) valid() bool {
 type controlMsg struct {
 	Op   controlOp
 	Name string
+	// ID of a ctlTrigger.
+	ID string
 	// issued: this process sent the control and its Store op has just
 	// returned (not a message from the Store).
 	issued bool
+}
+
+// trigState is what claimTrigger and triggerState found.
+type trigState uint8
+
+const (
+	// trigUnknown: no such trigger, or its window passed unclaimed.
+	trigUnknown trigState = iota
+	// trigPending: not claimed yet.
+	trigPending
+	// trigClaimed: Owner has it (for claimTrigger: the caller won when
+	// Owner is the caller).
+	trigClaimed
+)
+
+// trigReply is what claimTrigger and triggerState return.
+type trigReply struct {
+	State trigState
+	Owner string
+	Now   int64
 }

@@ -29,7 +29,15 @@ func (k Keys) SchedulerRun(name string, fire int64) string {
 	return k.Prefix + "scheduler:run:{" + name + "}:" + strconv.FormatInt(fire, 10)
 }
 
+// SchedulerTrigger is one "run now" of a task (Engine.TriggerAny), the
+// manual counterpart of SchedulerRun: empty until a process claims it, then
+// the runner's owner id; PX the trigger's window:
+// <prefix>scheduler:run:{name}:manual:<id>.
+func (k Keys) SchedulerTrigger(name, id string) string {
+	return k.Prefix + "scheduler:run:{" + name + "}:manual:" + id
+}
+
 // SchedulerControl is the channel on which the scheduler scripts announce
 // pause, resume, remove and schedule updates of distributed tasks
-// ("<op>\n<name>"): <prefix>scheduler:control.
+// ("<op>\n<name>"), and triggers ("trigger\n<id>\n<name>"): <prefix>scheduler:control.
 func (k Keys) SchedulerControl() string { return k.Prefix + "scheduler:control" }
