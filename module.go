@@ -145,6 +145,14 @@ type Module struct {
 	ops          *ops.Server  // nil unless ops.enabled
 	metrics      *ops.Metrics // nil when global.enabled is false (ops.go)
 	failing      sync.Map     // task name -> true: its latest attempt here failed (ops.go)
+
+	// parts are the started rows of the capability table, in table order
+	// (capabilities.go), and installs their runtime sides: set by New,
+	// read-only afterwards. reported is what the ops report reads (see
+	// startCapabilities).
+	parts    []started
+	installs []bindings.Capability
+	reported atomic.Pointer[[]started]
 }
 
 // New builds the Module cfg describes. With global.enabled false it returns a
@@ -152,6 +160,11 @@ type Module struct {
 // Errors: an invalid config, global.redis.inherit without WithRedisClient, or
 // Redis not answering (the error says where it tried).
 func New(cfg Config, opts ...Option) (*Module, error) {
+	return newWithTable(cfg, capabilities, opts...)
+}
+
+// newWithTable is New with the capability table to run (tests hand their own).
+func newWithTable(cfg Config, table []capability, opts ...Option) (*Module, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
@@ -178,39 +191,9 @@ func New(cfg Config, opts ...Option) (*Module, error) {
 		return nil, err
 	}
 	m.startMetrics()
-	if err := m.startGlobal(); err != nil {
+	if err := m.startCapabilities(table); err != nil {
 		m.Close()
 		return nil, err
-	}
-	if cfg.Lock.Enabled {
-		if err := m.startLocks(); err != nil {
-			m.Close()
-			return nil, err
-		}
-	}
-	if cfg.Scheduler.Enabled {
-		if err := m.startScheduler(); err != nil {
-			m.Close()
-			return nil, err
-		}
-	}
-	if cfg.Rank.Enabled {
-		m.startRanks()
-	}
-	if cfg.Queue.Enabled {
-		m.startQueues()
-	}
-	if cfg.RateLimiter.Enabled {
-		m.startRateLimiters()
-	}
-	if m.ranks != nil && m.sched != nil {
-		m.ranks.Scheduler = bindings.EngineResets{Engine: m.sched} // periodic resets
-	}
-	if cfg.Ops.Enabled {
-		if err := m.startOps(); err != nil {
-			m.Close()
-			return nil, err
-		}
 	}
 	return m, nil
 }
@@ -237,11 +220,11 @@ func (m *Module) durability() store.Durability {
 	return store.Durability{Replicas: r.WaitReplicas, Timeout: time.Duration(r.WaitTimeout) * time.Millisecond}
 }
 
-// startRanks builds the leaderboard backend: in-process on the memory
+// openRanks builds the leaderboard backend: in-process on the memory
 // backend, else on Redis under the module's prefix. Periodic resets need a
 // scheduler (bindings.Ranks.Scheduler); without one shield.rank refuses the
 // reset option.
-func (m *Module) startRanks() {
+func (m *Module) openRanks() {
 	c := m.cfg.Rank
 	if m.backend == BackendMemory {
 		m.rankBackend = rank.NewMemory(nil)
@@ -252,11 +235,11 @@ func (m *Module) startRanks() {
 		ArchiveTTL: config.Seconds(c.Reset.ArchiveTTL), Log: m.log}
 }
 
-// startQueues opens the queue backend. Each process is its own consumer in
+// openQueues opens the queue backend. Each process is its own consumer in
 // the reliable and broadcast queues' consumer groups, named
 // node_id:service_id:instance (instance is random per process, so two
 // processes of one host and config never share a consumer).
-func (m *Module) startQueues() {
+func (m *Module) openQueues() {
 	q := &bindings.Queues{Config: m.cfg.Queue}
 	consumer := m.owner.Process()
 	if m.backend == BackendMemory {
@@ -279,7 +262,7 @@ func (m *Module) startQueues() {
 	m.queues = q
 }
 
-func (m *Module) startLocks() error {
+func (m *Module) openLocks() error {
 	c := m.cfg.Lock
 	m.localLocks = local.NewManager(nil)
 	m.localLocks.StartExpiry()
@@ -312,12 +295,12 @@ func (m *Module) startLocks() error {
 	return nil
 }
 
-// startRateLimiters starts the process's one limiter Set. On Redis it
+// openRateLimiters starts the process's one limiter Set. On Redis it
 // reports under a process id unique to this process (node, service and a
 // random instance: a restarted process never inherits a dead one's
 // leases), and the first report round is awaited so the process is
 // counted before a script meets its first key.
-func (m *Module) startRateLimiters() {
+func (m *Module) openRateLimiters() {
 	cfg := edge.RateLimiterConfig(m.cfg.RateLimiter)
 	cfg.Logger = m.log
 	cfg.ProcessID = m.owner.Process()
@@ -379,7 +362,7 @@ func (m *Module) connect(host redis.UniversalClient) error {
 	return nil
 }
 
-func (m *Module) startGlobal() error {
+func (m *Module) openGlobal() error {
 	c := m.cfg.Global.Cache
 	keys := store.Keys{Prefix: m.cfg.Global.Redis.Prefix}
 	g := &bindings.Global{CacheTTL: config.Millis(c.DefaultTTL)}
@@ -463,8 +446,8 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	brt, err := bindings.NewRuntime(L, &bindings.Services{Context: m.ctx, Log: m.log, Owner: m.owner, Global: m.global, Locks: m.locks, Ranks: m.ranks, Queues: m.queues, Limiters: m.limiters,
-		Scheduler: m.schedBinding, SlowTask: config.Millis(m.cfg.Global.Runtime.SlowTask), Observe: m.observers()})
+	brt, err := bindings.NewRuntime(L, &bindings.Services{Context: m.ctx, Log: m.log, Owner: m.owner, Capabilities: m.installs,
+		SlowTask: config.Millis(m.cfg.Global.Runtime.SlowTask), Observe: m.observers()})
 	if err != nil {
 		release()
 		return nil, err
@@ -534,14 +517,15 @@ func (m *Module) QueueStats(ctx context.Context) ([]QueueInfo, error) {
 	return out, err
 }
 
-// Close releases what the module opened, in this order: the ops endpoint;
-// the scheduler (Go runs in progress get global.runtime.shutdown_grace);
-// queue settles still being sent (up to 5 s), then the queue consumers
-// (in-flight reliable messages are released for immediate redelivery); the
-// lock expiry; the rate limiters (their shares handed back, about a second
-// at most); Redlock clients, pub/sub connections and its own Redis client
-// (not one handed in with WithRedisClient). Close runtimes first.
-// Idempotent.
+// Close releases what the module opened: the capabilities in reverse order
+// of the capability table (capabilities.go), that is the ops endpoint; the
+// scheduler (Go runs in progress get global.runtime.shutdown_grace); queue
+// settles still being sent (up to 5 s), then the queue consumers (in-flight
+// reliable messages are released for immediate redelivery) and the queue
+// bus; the rate limiters (their shares handed back, about a second at
+// most); the lock expiry and the Redlock clients; the internal and user
+// pub/sub connections. Then its own Redis client (not one handed in with
+// WithRedisClient). Close runtimes first. Idempotent.
 func (m *Module) Close() error {
 	var err error
 	m.closeOnce.Do(func() {
@@ -549,32 +533,7 @@ func (m *Module) Close() error {
 		if m.cancel != nil {
 			m.cancel(ErrModuleClosed) // runtimes left open fail their calls with it
 		}
-		if m.ops != nil {
-			err = errors.Join(err, m.ops.Close())
-		}
-		err = errors.Join(err, m.closeScheduler())
-		if m.queues != nil {
-			m.queues.Drain(5 * time.Second) // releases runtimes sent as they closed
-			err = errors.Join(err, m.queueBackend.Close())
-		}
-		if m.queueBus != nil {
-			err = errors.Join(err, m.queueBus.Close())
-		}
-		if m.localLocks != nil {
-			m.localLocks.StopExpiry()
-		}
-		if m.rateLimiters != nil {
-			m.rateLimiters.Stop() // hands the shares back first (at most about a second)
-		}
-		for _, c := range m.redlock {
-			err = errors.Join(err, closedQuietly(c.Close()))
-		}
-		if m.internal != nil {
-			err = errors.Join(err, closedQuietly(m.internal.Close()))
-		}
-		if m.bus != nil {
-			err = errors.Join(err, closedQuietly(m.bus.Close()))
-		}
+		err = errors.Join(err, m.closeCapabilities()) // in reverse table order (capabilities.go)
 		if m.ownsClient && m.client != nil {
 			err = errors.Join(err, closedQuietly(m.client.Close()))
 		}

@@ -117,38 +117,7 @@ func (m *Module) schedEvent(ev scheduler.Event) {
 // err (naming the part).
 func (m *Module) opsState(ctx context.Context) (ops.State, error) {
 	var s ops.State
-	var errs error
-	c := m.CacheStats()
-	s.Cache = ops.CacheState{Entries: c.Size, Hits: c.Hits, Misses: c.Misses, HitRate: c.HitRate}
-	if m.locks != nil {
-		l := m.locks.Stats()
-		s.Locks = ops.LockState{Held: l.Holds, Waiting: l.Waiting, Lost: l.Lost, Abandoned: l.Abandoned}
-	}
-	if m.ranks != nil {
-		r, err := m.ranks.Stats(ctx)
-		if err != nil {
-			errs = errors.Join(errs, fmt.Errorf("ranks: %w", err))
-		}
-		s.Ranks = ops.RankState{Boards: r.Boards, Members: r.Members}
-	}
-	qs, err := m.QueueStats(ctx)
-	if err != nil {
-		errs = errors.Join(errs, fmt.Errorf("queues: %w", err))
-	}
-	ages, err := m.oldestAges(ctx, qs)
-	if err != nil {
-		errs = errors.Join(errs, fmt.Errorf("queues: oldest message: %w", err))
-	}
-	for i, q := range qs {
-		s.Queues = append(s.Queues, ops.QueueState{Name: q.Name, Kind: q.Kind.String(), OldestAgeMs: ages[i],
-			Length: q.Length, Pending: q.Pending, Ready: q.Ready, InFlight: q.InFlight, Retrying: q.Retrying,
-			Consumers: q.Consumers, LocalConsumers: int64(q.LocalConsumers), DeadLetters: q.DeadLetters,
-			Expired: q.Expired, Trimmed: q.Trimmed, Reclaimed: q.Reclaimed, Nacked: q.Nacked,
-			DeadLettered: q.DeadLettered, DeadDropped: q.DeadDropped})
-	}
-	l := m.RateLimiterStats()
-	s.Limiter = ops.LimiterState{Limiters: l.Limiters, ActiveKeys: l.ActiveKeys, Allowed: l.Allowed, Rejected: l.Rejected,
-		Unavailable: l.Unavailable, Degraded: l.Degraded, RejectedToday: l.RejectedToday, Syncs: l.Syncs, SyncFailures: l.SyncFailures}
+	errs := m.capabilityStats(ctx, &s)
 	m.hostMu.Lock()
 	s.Runtimes = len(m.runtimes)
 	for _, rt := range m.runtimes {
@@ -158,8 +127,8 @@ func (m *Module) opsState(ctx context.Context) (ops.State, error) {
 	return s, errs
 }
 
-// startOps starts the ops HTTP endpoint (ops.enabled).
-func (m *Module) startOps() error {
+// openOps starts the ops HTTP endpoint (ops.enabled).
+func (m *Module) openOps() error {
 	srv, err := ops.Listen(m.cfg.Ops, ops.Sources{State: m.opsState, Scheduler: m.opsScheduler, Gatherer: m.metrics.Gatherer(),
 		Live: m.live, Ready: m.ready, Console: opsConsole{m}}, m.log)
 	if err != nil {

@@ -14,11 +14,11 @@ import (
 // The Module's scheduler: one Engine per process, shared by every runtime
 // (shield.scheduler()) and by the Module's own Go code (scheduleGo).
 
-// startScheduler starts the Engine. Distributed tasks are kept in Redis
+// openScheduler starts the Engine. Distributed tasks are kept in Redis
 // under the module's prefix when the module runs on Redis with
 // scheduler.persistence on and storage "redis"; otherwise in process memory
 // (each firing then runs once across this process's runtimes only).
-func (m *Module) startScheduler() error {
+func (m *Module) openScheduler() error {
 	c := m.cfg.Scheduler
 	var st scheduler.Store
 	if m.backend == BackendRedis && c.Persistence.Enabled && c.Persistence.Storage == config.StorageRedis {

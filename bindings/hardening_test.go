@@ -299,7 +299,7 @@ func testGlobal() *Global {
 
 // Unsubscribed subscriptions leave nothing behind in the runtime.
 func TestSubscribeUnsubscribeLeavesNoCloser(t *testing.T) {
-	rt := newTestRuntime(t, &Services{Global: testGlobal()})
+	rt := newTestRuntime(t, &Services{Capabilities: []Capability{testGlobal()}})
 	var before int
 	_ = rt.Do(func(*lua.LState) error { before = len(rt.closers); return nil })
 	mustRun(t, rt, `
@@ -314,7 +314,7 @@ func TestSubscribeUnsubscribeLeavesNoCloser(t *testing.T) {
 
 // Methods called with a foreign self name the type they expected.
 func TestForeignSelfIsAnArgumentError(t *testing.T) {
-	rt := newTestRuntime(t, &Services{Global: testGlobal()})
+	rt := newTestRuntime(t, &Services{Capabilities: []Capability{testGlobal()}})
 	cases := map[string]string{
 		`shield.global().get(newproxy(), "k")`: `shield.global: bad argument #1 to 'get' (shield.global expected, got userdata`,
 		`shield.global().set({}, "k", 1)`:      `shield.global: bad argument #1 to 'set' (shield.global expected, got table`,

@@ -25,7 +25,7 @@ func BenchmarkDistributedMutexPairs32Tasks(b *testing.B) {
 	b.Cleanup(func() { bus.Close() })
 	locks := &Locks{Local: local.NewManager(nil), Dist: lock.NewRedis(c, testredis.Prefix(b), bus), Config: config.Default().Lock}
 	L := lua.NewState()
-	rt, err := NewRuntime(L, &Services{Locks: locks, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{locks}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func benchLuaLoop(b *testing.B, setup, body string) {
 // machine.
 func benchLuaLoopWith(b *testing.B, globals func(rt *Runtime, L *lua.LState), setup, body string) {
 	L := lua.NewState(StateOptions())
-	rt, err := NewRuntime(L, &Services{Locks: testLocks(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{testLocks()}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}

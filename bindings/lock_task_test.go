@@ -34,7 +34,7 @@ func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l
 func lockRuntime(t *testing.T, locks *Locks) (*Runtime, *logBuffer) {
 	t.Helper()
 	buf := &logBuffer{}
-	rt := newTestRuntime(t, &Services{Locks: locks, Log: slog.New(slog.NewTextHandler(buf, nil)),
+	rt := newTestRuntime(t, &Services{Capabilities: []Capability{locks}, Log: slog.New(slog.NewTextHandler(buf, nil)),
 		Owner: Owner{NodeID: "eu:west", ServiceID: 42, ServiceName: "boss", Instance: "ab12"}})
 	return rt, buf
 }
@@ -92,7 +92,7 @@ func TestLocksOfAnInterruptedTaskAreReleased(t *testing.T) {
 	locks := testLocks()
 	L := lua.NewState()
 	defer L.Close()
-	rt, err := NewRuntime(L, &Services{Locks: locks})
+	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{locks}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func testQueues(t *testing.T) *Queues {
 
 func queueRuntime(t *testing.T, q *Queues, logs *syncBuffer) *Runtime {
 	t.Helper()
-	svc := &Services{Queues: q}
+	svc := &Services{Capabilities: []Capability{q}}
 	if logs != nil {
 		svc.Log = logTo(logs)
 	}
@@ -211,7 +211,7 @@ func TestQueueWaitEndsWhenTheRuntimeCloses(t *testing.T) {
 	q := testQueues(t)
 	L := lua.NewState()
 	defer L.Close()
-	rt, err := NewRuntime(L, &Services{Queues: q})
+	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{q}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestQueueConsumerShutdownReleasesInFlight(t *testing.T) {
 	q := testQueues(t)
 	L := lua.NewState()
 	defer L.Close()
-	rt, err := NewRuntime(L, &Services{Queues: q})
+	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{q}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestQueuePlainConsumerShutdownPushesBack(t *testing.T) {
 	q := testQueues(t)
 	L := lua.NewState()
 	defer L.Close()
-	rt, err := NewRuntime(L, &Services{Queues: q})
+	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{q}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,9 @@ import (
 	"github.com/shieldrt/shieldglobal/core/rank"
 )
 
-func memoryRanks() *Services { return &Services{Ranks: testRanks(rank.NewMemory(nil), nil)} }
+func memoryRanks() *Services {
+	return &Services{Capabilities: []Capability{testRanks(rank.NewMemory(nil), nil)}}
+}
 
 // Every call returns exactly the documented values: counted with select("#").
 func TestRankReturnShapes(t *testing.T) {

@@ -22,7 +22,7 @@ func newLimiterRuntime(t testing.TB, set *ratelimit.Set) *Runtime {
 		set = ratelimit.NewMemory(ratelimit.Config{})
 	}
 	L := lua.NewState(StateOptions())
-	rt, err := NewRuntime(L, &Services{Limiters: &Limiters{Set: set}})
+	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{&Limiters{Set: set}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestSlidingWindowOnMemory(t *testing.T) {
 
 func TestConfigAlgorithmIsTheDefault(t *testing.T) {
 	L := lua.NewState(StateOptions())
-	rt, err := NewRuntime(L, &Services{Limiters: &Limiters{Set: ratelimit.NewMemory(ratelimit.Config{}), Algorithm: ratelimit.AlgorithmSlidingWindow}})
+	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{&Limiters{Set: ratelimit.NewMemory(ratelimit.Config{}), Algorithm: ratelimit.AlgorithmSlidingWindow}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestCloseEndsWaits(t *testing.T) {
 	for _, opts := range []string{`{ rate = 0.001, burst = 1 }`, `{ window = 600000, max_requests = 1, sliding = true }`} {
 		set := ratelimit.NewMemory(ratelimit.Config{})
 		L := lua.NewState(StateOptions())
-		rt, err := NewRuntime(L, &Services{Limiters: &Limiters{Set: set}})
+		rt, err := NewRuntime(L, &Services{Capabilities: []Capability{&Limiters{Set: set}}})
 		if err != nil {
 			t.Fatal(err)
 		}

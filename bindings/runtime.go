@@ -165,23 +165,8 @@ func (rt *Runtime) install() error {
 
 	rt.lib = L.NewTable()
 	rt.installBasics(rt.lib)
-	if g := rt.svc.Global; g != nil {
-		rt.installGlobal(rt.lib, g)
-	}
-	if l := rt.svc.Locks; l != nil {
-		rt.installLocks(rt.lib, l)
-	}
-	if r := rt.svc.Ranks; r != nil {
-		rt.installRanks(rt.lib, r)
-	}
-	if q := rt.svc.Queues; q != nil {
-		rt.installQueues(rt.lib, q)
-	}
-	if l := rt.svc.Limiters; l != nil {
-		rt.installRateLimiter(rt.lib, l)
-	}
-	if s := rt.svc.Scheduler; s != nil {
-		rt.installScheduler(rt.lib, s)
+	for _, c := range rt.svc.Capabilities {
+		c.Install(rt, rt.lib)
 	}
 	L.SetGlobal("shield", rt.lib)
 	preload := L.GetField(L.GetField(L.Get(lua.EnvironIndex), "package"), "preload")

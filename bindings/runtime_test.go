@@ -325,7 +325,7 @@ func TestPlainYieldAtTaskTopLevelYieldsToOtherTasks(t *testing.T) {
 }
 
 func TestLockObjectsDoNotAccumulate(t *testing.T) {
-	rt := newTestRuntime(t, &Services{Locks: testLocks()})
+	rt := newTestRuntime(t, &Services{Capabilities: []Capability{testLocks()}})
 	mustRun(t, rt, `
 		for i = 1, 200 do
 			local l = shield.mutex("m" .. i)

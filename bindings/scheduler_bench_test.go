@@ -60,7 +60,7 @@ func BenchmarkSchedulerRegisterCron(b *testing.B) {
 func schedulerRuntime(b *testing.B, clk *benchClock) *Runtime {
 	s := NewScheduler()
 	cfg := scheduler.Config{Events: s.Event, Defaults: scheduler.DefaultOptions(config.Default().Scheduler)}
-	svc := &Services{Scheduler: s}
+	svc := &Services{Capabilities: []Capability{s}}
 	if clk != nil {
 		cfg.Clock, s.Now, svc.Now = clk, clk.Now, clk.Now
 	}

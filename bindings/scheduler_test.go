@@ -49,7 +49,7 @@ func newSchedProcess(t *testing.T, clk *testclock.Clock, st scheduler.Store) *sc
 }
 
 func (f *schedFixture) runtime() *Runtime {
-	return newTestRuntime(f.t, &Services{Scheduler: f.s, Now: f.clk.Now, Log: logTo(f.log)})
+	return newTestRuntime(f.t, &Services{Capabilities: []Capability{f.s}, Now: f.clk.Now, Log: logTo(f.log)})
 }
 
 // eventually waits for cond (evaluated on rt's loop) for up to 5 s.

@@ -23,18 +23,11 @@ type Services struct {
 	Log     *slog.Logger
 	Owner   Owner
 	// Now is the clock of shield.now_ms (time.Now when nil).
-	Now    func() time.Time
-	Global *Global
-	Locks  *Locks
-	// Ranks backs shield.rank (nil when rank.enabled is false).
-	Ranks *Ranks
-	// Queues backs shield.queue and the other queue kinds; nil when
-	// queue.enabled is false.
-	Queues *Queues
-	// Limiters backs shield.rate_limiter (nil: rate_limiter.enabled is false).
-	Limiters *Limiters
-	// Scheduler backs shield.scheduler() (nil when scheduler.enabled is false).
-	Scheduler *Scheduler
+	Now func() time.Time
+	// Capabilities are installed into the shield table of the runtime, in
+	// this order (the Module hands its capability table's; see
+	// Capability). A capability that is off is not in the list.
+	Capabilities []Capability
 	// SlowTask is how long a task may run without yielding before it is
 	// logged (once per run, with its name and line); 0 disables the check.
 	SlowTask time.Duration
