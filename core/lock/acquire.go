@@ -93,7 +93,7 @@ func (l *Lock) TryNow(owner Owner) (*Hold, bool, error) {
 	}
 	s := l.s
 	key := l.key(owner.String())
-	prev := l.live(key.owner)
+	prev, entry := l.lookup(key.owner)
 	if prev != nil {
 		if !l.set.Reentrant {
 			return nil, false, opErr("acquire", l.name, ErrReentry)
@@ -114,8 +114,7 @@ func (l *Lock) TryNow(owner Owner) (*Hold, bool, error) {
 		from = lh.ExpiresAt.Add(-l.set.TTL)
 	}
 	if prev == nil {
-		// No live hold: the map's entry, if any, is a released one.
-		prev = s.holds[key]
+		prev = entry // no live hold: the map's entry, if any, is a released one
 	}
 	return s.holdAt(l, key, owner, grantOf(lh, l.set.TTL), from, false, prev), true, nil
 }

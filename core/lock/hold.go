@@ -96,10 +96,11 @@ func (s *Session) holdAt(l *Lock, key holdKey, owner Owner, g Grant, sent time.T
 
 // Recycle gives a released hold back to its lock object, whose next hold
 // may reuse it (the lock pair then allocates nothing). The caller promises
-// not to use h again. A hold that is live, lost or still recorded is left
-// alone.
+// not to use h again. A hold that is live, lost (its record stays), had a
+// lease (a timer's tick may still be posted for it) or a renewal in flight
+// is left alone.
 func (h *Hold) Recycle() {
-	if h.released && h.lost == nil && h.timer == nil && h.lock.spare == nil { // (end dropped its record)
+	if h.released && h.lost == nil && h.ttl == 0 && !h.renewing && h.timer == nil && h.lock.spare == nil { // (end dropped its record)
 		if h.lock.last == h {
 			h.lock.last = nil
 		}

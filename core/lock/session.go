@@ -165,14 +165,22 @@ func (l *Lock) Hold(owner Owner) *Hold {
 
 // live is owner's unreleased hold of this lock (in this mode), or nil.
 func (l *Lock) live(owner string) *Hold {
+	h, _ := l.lookup(owner)
+	return h
+}
+
+// lookup returns owner's unreleased hold of this lock (or nil) and the
+// session map's entry for it (nil when the object's last hold answered).
+func (l *Lock) lookup(owner string) (live, entry *Hold) {
 	if h := l.last; h != nil && !h.released && h.key.owner == owner {
-		return h
+		return h, nil
 	}
-	if h := l.s.holds[l.key(owner)]; h != nil && !h.released {
+	h := l.s.holds[l.key(owner)]
+	if h != nil && !h.released {
 		l.last = h
-		return h
+		return h, h
 	}
-	return nil
+	return nil, h
 }
 
 // Lost reports whether owner's hold of this lock is lost (see Hold.Lost),

@@ -925,5 +925,18 @@ func TestSessionRecycledHoldsKeepTheirMeaning(t *testing.T) {
 		if holds, waits := p.s.Active(); holds != 0 || waits != 0 {
 			t.Fatalf("%d holds and %d waits left", holds, waits)
 		}
+		// A hold that had a lease is not reused: a tick of its timer
+		// may still be on its way to the loop.
+		leased := p.s
+		ll, err := leased.NewLock(Spec{Name: "recycle-ttl", Mode: Exclusive, Scope: InProcess, Given: Given{TTL: ptr(time.Minute)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h3 := try(ll, a)
+		release(h3, 0)
+		h3.Recycle()
+		if h4 := try(ll, a); h4 == h3 || !h3.Released() {
+			t.Fatal("a hold with a lease was reused")
+		}
 	})
 }
