@@ -49,6 +49,9 @@ type lockBinding struct {
 	// ended is the bit of the task-end hook that releases what an ended
 	// task still holds (set on a task when it takes a hold).
 	ended uint32
+	// pending is what an acquire's inline attempt returns when the call
+	// has to wait (see inlineFirst).
+	pending *lua.LUserData
 }
 
 // lockObj is one lock object as scripts see it.
@@ -74,10 +77,13 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 	if err != nil {
 		panic(err)
 	}
+	b.pending = L.NewUserData()
+	inline := b.inlineFirst()
 	for _, kind := range []string{kindMutex, kindSpinlock, kindDistMutex, kindRead, kindWrite, kindDistRead, kindDistWrite, kindHandle} {
 		mt := L.NewTable()
 		mt.RawSetString("__name", lua.LString(kind))
 		methods := L.NewTable()
+		inProcess := kind == kindMutex || kind == kindSpinlock || kind == kindRead || kind == kindWrite
 		for _, m := range []struct {
 			name string
 			fn   func(*lua.LState, *lockObj, args) int
@@ -88,10 +94,34 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 			{"token", b.token}, {"lost", b.lost}, {"on_lost", b.setOnLost}, {"name", b.lockName},
 		} {
 			fn, name, kind := m.fn, m.name, kind
-			methods.RawSetString(name, rt.blocking(func(L *lua.LState) int {
+			call := func(L *lua.LState) int {
 				lo, a := b.self(L, kind, name)
 				return fn(L, lo, a)
-			}))
+			}
+			switch {
+			case inProcess && name == "release":
+				// An in-process release completes right here, always:
+				// it needs no blocking-call wrapper.
+				methods.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+					lo, a := b.self(L, kind, name)
+					return b.releaseInline(L, lo, a)
+				}))
+			case inProcess && (name == "acquire" || name == "try_acquire"):
+				// Tried inline first; only a call that must wait goes
+				// through the blocking-call wrapper.
+				tryAcq := name == "try_acquire"
+				fast := L.NewFunction(func(L *lua.LState) int {
+					lo, a := b.self(L, kind, name)
+					timeout := lock.TryOnce
+					if !tryAcq {
+						timeout = acquireTimeout(a, lo, 2)
+					}
+					return b.startInline(L, lo, a, timeout, tryAcq)
+				})
+				methods.RawSetString(name, b.inlineCall(L, inline, fast, rt.blocking(call)))
+			default:
+				methods.RawSetString(name, rt.blocking(call))
+			}
 		}
 		kind := kind
 		L.Push(checkWith)
@@ -288,25 +318,104 @@ func acquireTimeout(a args, lo *lockObj, n int) time.Duration {
 	return time.Duration(math.Ceil(v)) * time.Millisecond
 }
 
+// inlineFirst is the Lua function that builds the methods tried inline
+// first (inlineCall): the method calls fast, a plain Go function, and
+// returns its results, unless fast returned pending (the call has to wait,
+// nothing was done): then it calls slow, the method as a blocking call
+// through the prelude's wrapper (which a call that yields needs). fast
+// returns at most two values, the second never nil; a call through the
+// wrapper costs about as much again as the lock pair's own work.
+func (b *lockBinding) inlineFirst() *lua.LFunction {
+	L := b.rt.L
+	fn, err := L.Load(stringsReader(`local pending = ...
+return function(fast, slow)
+	return function(l, t, ...)
+		local a, b = fast(l, t)
+		if a ~= pending then
+			if b == nil then return a end
+			return a, b
+		end
+		return slow(l, t, ...)
+	end
+end`), shieldlua.ChunkPrefix+"lock_inline.lua")
+	if err != nil {
+		panic(err)
+	}
+	L.Push(fn)
+	L.Push(b.pending)
+	L.Call(1, 1)
+	mk := L.Get(-1).(*lua.LFunction)
+	L.Pop(1)
+	return mk
+}
+
+// inlineCall is the method that tries fast first (see inlineFirst).
+func (b *lockBinding) inlineCall(L *lua.LState, mk *lua.LFunction, fast *lua.LFunction, slow lua.LValue) lua.LValue {
+	L.Push(mk)
+	L.Push(fast)
+	L.Push(slow)
+	L.Call(2, 1)
+	v := L.Get(-1)
+	L.Pop(1)
+	return v
+}
+
+// tryResult is try_acquire's result shape.
+func tryResult(ok bool, _ string) []lua.LValue {
+	if ok {
+		return resultTrue
+	}
+	return resultFalse
+}
+
+var resultFalse = []lua.LValue{lua.LFalse}
+
+// startInline is an in-process acquire (tryAcq: try_acquire) made without
+// the blocking-call wrapper: when the lock cannot be had at once and the
+// call would wait, it changes nothing and returns b.pending (the method
+// then makes the call again as a blocking call).
+func (b *lockBinding) startInline(L *lua.LState, lo *lockObj, a args, timeout time.Duration, tryAcq bool) int {
+	result := resultPair
+	if tryAcq {
+		result = tryResult
+	}
+	if n, done := b.tryNow(L, lo, a, timeout, result); done {
+		return n
+	}
+	L.Push(b.pending)
+	return 1
+}
+
+// tryNow is an acquire's attempt made right here: done is false when the
+// lock is taken and the call has to wait (nothing changed).
+func (b *lockBinding) tryNow(L *lua.LState, lo *lockObj, a args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) (n int, done bool) {
+	owner := b.ownerOf(L)
+	// Fast path: a free in-process lock is taken right here, with nothing
+	// registered but the hold itself (and the task's end-hook bit).
+	h, ok, err := lo.l.TryNow(owner)
+	if !ok && err == nil && (timeout != lock.TryOnce || lo.l.Scope() != lock.InProcess || lo.kind == kindSpinlock) {
+		return 0, false
+	}
+	if ok {
+		b.held(b.rt.CurrentTask(L), h)
+	} else if err == nil {
+		err = lock.ErrTimeout
+	}
+	vals, err := acquireOutcome(lo, result, err)
+	if err != nil {
+		raise(L, "%s:%s: %s", lo.kind, a.fn, err.Error())
+	}
+	return pushAll(L, vals), true
+}
+
 // start acquires lo for the running task; result turns the outcome into
 // Lua values.
 func (b *lockBinding) start(L *lua.LState, lo *lockObj, a args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) int {
+	if n, done := b.tryNow(L, lo, a, timeout, result); done {
+		return n
+	}
 	owner := b.ownerOf(L)
 	task := b.rt.CurrentTask(L)
-	// Fast path: a free in-process lock is taken right here, with nothing
-	// registered but the hold itself (and the task's end-hook bit).
-	if h, ok, err := lo.l.TryNow(owner); ok || err != nil || timeout == lock.TryOnce && lo.l.Scope() == lock.InProcess && lo.kind != kindSpinlock {
-		if ok {
-			b.held(task, h)
-		} else if err == nil {
-			err = lock.ErrTimeout
-		}
-		vals, err := acquireOutcome(lo, result, err)
-		if err != nil {
-			raise(L, "%s:%s: %s", lo.kind, a.fn, err.Error())
-		}
-		return pushAll(L, vals)
-	}
 	return b.rt.Block(L, lo.kind+":"+a.fn, func(w *Wait) func() {
 		return lo.l.Acquire(owner, timeout, func(h *lock.Hold, err error) {
 			if err == nil {
@@ -358,7 +467,16 @@ func (b *lockBinding) acquire(L *lua.LState, lo *lockObj, a args) int {
 
 // l:try_acquire() -> true | false: one attempt, never waits.
 func (b *lockBinding) tryAcquire(L *lua.LState, lo *lockObj, a args) int {
-	return b.start(L, lo, a, lock.TryOnce, func(ok bool, _ string) []lua.LValue { return []lua.LValue{lua.LBool(ok)} })
+	return b.start(L, lo, a, lock.TryOnce, tryResult)
+}
+
+// releaseInline is release for an in-process lock object, called without
+// the blocking-call wrapper: such a release always completes right here.
+func (b *lockBinding) releaseInline(L *lua.LState, lo *lockObj, a args) int {
+	if lo.l.Scope() != lock.InProcess {
+		raise(L, "%s:release: not an in-process lock", lo.kind) // a bug: it could not wait here
+	}
+	return b.release(L, lo, a)
 }
 
 // l:release() -> true | false, "not_held" | "lost". A re-entrant hold is
@@ -371,6 +489,7 @@ func (b *lockBinding) release(L *lua.LState, lo *lockObj, a args) int {
 	task := b.rt.CurrentTask(L)
 	if _, err, ok := h.ReleaseNow(); ok { // in-process: done right here
 		b.over(task, h)
+		h.Recycle() // nothing here keeps h: the next hold may reuse it
 		vals, err := holdValues(err)
 		if err != nil {
 			raise(L, "%s:release: %s", lo.kind, err.Error())

@@ -364,3 +364,58 @@ func TestLuaReleaseTrueMeansNotHeldAfterAHashWrittenBack(t *testing.T) {
 		ok, why = l:release()
 		assert(ok == false and why == "lost", "release: " .. tostring(ok) .. " " .. tostring(why))`)
 }
+
+// In-process acquire, try_acquire and release are tried inline, without
+// the blocking-call wrapper; a call that has to wait still goes through
+// it: the results keep their counts at any call site (fixed-count,
+// multi-value, inside pcall and coroutines), a waiting acquire suspends only
+// its task, and errors name the script's line.
+func TestInProcessLockCallsInlineAndWaiting(t *testing.T) {
+	rt, _ := lockRuntime(t, testLocks())
+	mustRun(t, rt, `
+		for _, m in ipairs({ shield.mutex("inl"), shield.spinlock("inl-s"), shield.rwlock("inl-rw"):write_lock() }) do
+			assert(select("#", m:acquire()) == 1)
+			assert(select("#", m:try_acquire()) == 1) -- a re-entry
+			local a, b, c = m:release()
+			assert(a == true and b == nil and c == nil)
+			assert(select("#", m:release()) == 1)
+			local ok, why, extra = m:release()
+			assert(ok == false and why == "not_held" and extra == nil, tostring(why))
+			assert(select("#", m:release()) == 2)
+
+			assert(m:acquire())
+			local log, done = {}, false
+			shield.spawn(function()
+				log.try = { n = select("#", m:try_acquire()), (m:try_acquire()) }
+				local ok, why, extra = m:acquire(20) -- waits, then times out
+				log.timeout = { ok, why, extra }
+				log.n = select("#", m:acquire(20))
+				local got = { pcall(m.acquire, m) } -- waits inside pcall until released
+				log.got = got
+				local co = coroutine.wrap(function() return m:release() end)
+				log.rel = { co() }
+				done = true
+			end)
+			shield.sleep(120)
+			local s = tostring(m)
+			assert(log.try.n == 1 and log.try[1] == false, s)
+			assert(log.timeout[1] == false and log.timeout[2] == "timeout" and log.timeout[3] == nil, s)
+			assert(log.n == 2, s)
+			assert(log.got == nil, s .. ": acquired while held")
+			assert(m:release())
+			while not done do shield.sleep(1) end
+			assert(#log.got == 2 and log.got[1] == true and log.got[2] == true, s)
+			assert(#log.rel == 1 and log.rel[1] == true, s)
+		end`)
+	for src, want := range map[string]string{
+		`shield.mutex("e"):acquire("x")`:                                                 `test.lua:1: shield.mutex: bad argument #2 to 'acquire' (number expected, got string)`,
+		"local m = shield.mutex('e')\nm.acquire({})":                                     `test.lua:2: shield.mutex: bad argument #1 to 'acquire' (shield.mutex expected, got table (call it with ':'))`,
+		"local m = shield.mutex('e')\nm.release(42)":                                     `test.lua:2: shield.mutex: bad argument #1 to 'release' (shield.mutex expected, got number (call it with ':'))`,
+		"local m = shield.mutex('e', {reentrant = false})\nm:acquire()\nm:try_acquire()": `test.lua:3: shield.mutex:try_acquire: "e" is already held by this task and is not reentrant`,
+	} {
+		err := run(t, rt, src)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s:\n got %v\nwant %s", src, err, want)
+		}
+	}
+}

@@ -93,11 +93,12 @@ func (l *Lock) TryNow(owner Owner) (*Hold, bool, error) {
 	}
 	s := l.s
 	key := l.key(owner.String())
-	if h := s.holds[key]; h != nil && !h.released {
+	prev, entry := l.lookup(key.owner)
+	if prev != nil {
 		if !l.set.Reentrant {
 			return nil, false, opErr("acquire", l.name, ErrReentry)
 		}
-		if h.Lost() {
+		if prev.Lost() {
 			return nil, false, opErr("acquire", l.name, ErrLost)
 		}
 	}
@@ -112,7 +113,10 @@ func (l *Lock) TryNow(owner Owner) (*Hold, bool, error) {
 	if !lh.ExpiresAt.IsZero() && l.set.TTL > 0 {
 		from = lh.ExpiresAt.Add(-l.set.TTL)
 	}
-	return s.hold(l, key, owner, grantOf(lh, l.set.TTL), from, false), true, nil
+	if prev == nil {
+		prev = entry // no live hold: the map's entry, if any, is a released one
+	}
+	return s.holdAt(l, key, owner, grantOf(lh, l.set.TTL), from, false, prev), true, nil
 }
 
 // waiter is one Acquire in progress.

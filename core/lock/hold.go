@@ -48,10 +48,15 @@ var (
 // began no earlier; zero: now); gate says the grant holds a level of the
 // local gate.
 func (s *Session) hold(l *Lock, key holdKey, owner Owner, g Grant, sent time.Time, gate bool) *Hold {
-	if sent.IsZero() {
-		sent = s.svc.clock.Now()
+	return s.holdAt(l, key, owner, g, sent, gate, s.holds[key])
+}
+
+// holdAt is hold with h, the map's entry for key, already looked up.
+func (s *Session) holdAt(l *Lock, key holdKey, owner Owner, g Grant, sent time.Time, gate bool, h *Hold) *Hold {
+	if sent.IsZero() && g.TTL > 0 {
+		sent = s.svc.clock.Now() // only a lease needs it
 	}
-	if h := s.holds[key]; h != nil && !h.released && h.lost == nil && g.Count > 1 && (key.scope == InProcess || g.Token == h.token) {
+	if h != nil && !h.released && h.lost == nil && g.Count > 1 && (key.scope == InProcess || g.Token == h.token) {
 		if key.scope == InProcess {
 			h.count = g.Count
 		} else {
@@ -71,15 +76,36 @@ func (s *Session) hold(l *Lock, key holdKey, owner Owner, g Grant, sent time.Tim
 		h.markLost(errTakenOver)
 		h.end()
 	}
-	h := &Hold{s: s, lock: l, key: key, owner: owner, token: g.Token, count: max(g.Count, 1), acquiredAt: g.AcquiredAt,
+	h = l.spare
+	if h != nil {
+		l.spare = nil
+	} else {
+		h = new(Hold)
+	}
+	*h = Hold{s: s, lock: l, key: key, owner: owner, token: g.Token, count: max(g.Count, 1), acquiredAt: g.AcquiredAt,
 		ttl: g.TTL, gate: gate, auto: l.set.AutoExtend && g.TTL > 0, interval: l.set.ExtendInterval}
 	if h.ttl > 0 {
 		h.leaseEnd = sent.Add(h.ttl)
 	}
 	s.holds[key] = h
+	l.last = h
 	s.svc.holds.Add(1)
 	h.arm()
 	return h
+}
+
+// Recycle gives a released hold back to its lock object, whose next hold
+// may reuse it (the lock pair then allocates nothing). The caller promises
+// not to use h again. A hold that is live, lost (its record stays), had a
+// lease (a timer's tick may still be posted for it) or a renewal in flight
+// is left alone.
+func (h *Hold) Recycle() {
+	if h.released && h.lost == nil && h.ttl == 0 && !h.renewing && h.timer == nil && h.lock.spare == nil { // (end dropped its record)
+		if h.lock.last == h {
+			h.lock.last = nil
+		}
+		h.lock.spare = h
+	}
 }
 
 // Name returns the lock name.
@@ -258,7 +284,8 @@ func (h *Hold) end() {
 	}
 	h.releaseGate()
 	h.s.svc.holds.Add(-1)
-	if h.lost == nil && h.s.holds[h.key] == h {
+	if h.lost == nil {
+		// Unreleased until now, h is the map's entry for its key.
 		delete(h.s.holds, h.key)
 	}
 }

@@ -65,6 +65,12 @@ type Lock struct {
 	set    Settings
 	be     Backend
 	onLost func(*Hold)
+	// last is the hold this object last took or found (a shortcut past
+	// the session's map: an unreleased hold is always the map's value for
+	// its key); spare is a hold of this object given back by Recycle, for
+	// its next hold to reuse.
+	last  *Hold
+	spare *Hold
 }
 
 // NewLock makes a lock object. Errors: ErrInvalid for an empty name or
@@ -154,10 +160,27 @@ func (l *Lock) key(owner string) holdKey {
 // Hold returns owner's hold of this lock (in this mode), or nil when it
 // holds none. A lost hold is returned until it is released.
 func (l *Lock) Hold(owner Owner) *Hold {
-	if h := l.s.holds[l.key(owner.String())]; h != nil && !h.released {
-		return h
+	return l.live(owner.String())
+}
+
+// live is owner's unreleased hold of this lock (in this mode), or nil.
+func (l *Lock) live(owner string) *Hold {
+	h, _ := l.lookup(owner)
+	return h
+}
+
+// lookup returns owner's unreleased hold of this lock (or nil) and the
+// session map's entry for it (nil when the object's last hold answered).
+func (l *Lock) lookup(owner string) (live, entry *Hold) {
+	if h := l.last; h != nil && !h.released && h.key.owner == owner {
+		return h, nil
 	}
-	return nil
+	h := l.s.holds[l.key(owner)]
+	if h != nil && !h.released {
+		l.last = h
+		return h, h
+	}
+	return nil, h
 }
 
 // Lost reports whether owner's hold of this lock is lost (see Hold.Lost),

@@ -868,3 +868,77 @@ func TestRedlockLeavesBothSidesOfARWLockOnOneBackend(t *testing.T) {
 		t.Fatalf("a distributed mutex is not on Redlock")
 	}
 }
+
+// The in-process fast path (TryNow, ReleaseNow) finds holds through the
+// lock object and reuses recycled hold records: a hold found through one
+// object is never answered for another owner, or after it ended, by
+// another object of the same name; a live hold is never recycled.
+func TestSessionRecycledHoldsKeepTheirMeaning(t *testing.T) {
+	p := newProc(t, nil, nil)
+	l := p.lock(Spec{Name: "recycle", Mode: Exclusive, Scope: InProcess})
+	other := p.lock(Spec{Name: "recycle", Mode: Exclusive, Scope: InProcess})
+	a, _ := ParseOwner(ownerA)
+	b, _ := ParseOwner(ownerB)
+	p.loop.do(func() {
+		try := func(lk *Lock, o Owner) *Hold {
+			h, ok, err := lk.TryNow(o)
+			if !ok || err != nil {
+				t.Fatalf("TryNow(%s) on %p: %v, %v", o, lk, ok, err)
+			}
+			return h
+		}
+		release := func(h *Hold, want int) {
+			if n, err, ok := h.ReleaseNow(); !ok || err != nil || n != want {
+				t.Fatalf("ReleaseNow: %d, %v, %v; want %d", n, err, ok, want)
+			}
+		}
+		h1 := try(l, a)
+		if other.Hold(a) != h1 || try(other, a) != h1 || h1.Count() != 2 {
+			t.Fatalf("a re-entry through another object: count %d", h1.Count())
+		}
+		h1.Recycle() // live: left alone
+		if _, ok, _ := l.TryNow(b); ok {
+			t.Fatal("another owner took a held lock")
+		}
+		release(h1, 1)
+		release(h1, 0)
+		h1.Recycle()
+		if l.Hold(a) != nil || other.Hold(a) != nil || l.Lost(a) {
+			t.Fatal("an ended hold is still found")
+		}
+		h2 := try(l, b)
+		if h2 != h1 {
+			t.Fatal("the recycled record was not reused")
+		}
+		if h2.Owner().String() != ownerB || h2.Count() != 1 || h2.Released() {
+			t.Fatalf("new hold: owner %s count %d released %v", h2.Owner(), h2.Count(), h2.Released())
+		}
+		if l.Hold(a) != nil || other.Hold(a) != nil || other.Hold(b) != h2 || l.Hold(b) != h2 {
+			t.Fatal("holds found for the wrong owner")
+		}
+		if _, ok, _ := other.TryNow(a); ok {
+			t.Fatal("owner a took the lock b holds")
+		}
+		if st := p.svc.Stats(); st.Holds != 1 {
+			t.Fatalf("stats %+v; want 1 hold", st)
+		}
+		release(h2, 0)
+		h2.Recycle()
+		if holds, waits := p.s.Active(); holds != 0 || waits != 0 {
+			t.Fatalf("%d holds and %d waits left", holds, waits)
+		}
+		// A hold that had a lease is not reused: a tick of its timer
+		// may still be on its way to the loop.
+		leased := p.s
+		ll, err := leased.NewLock(Spec{Name: "recycle-ttl", Mode: Exclusive, Scope: InProcess, Given: Given{TTL: ptr(time.Minute)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h3 := try(ll, a)
+		release(h3, 0)
+		h3.Recycle()
+		if h4 := try(ll, a); h4 == h3 || !h3.Released() {
+			t.Fatal("a hold with a lease was reused")
+		}
+	})
+}
