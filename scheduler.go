@@ -24,7 +24,7 @@ func (m *Module) startScheduler() error {
 		m.schedStore = scheduler.NewRedis(m.client, m.cfg.Global.Redis.Prefix, scheduler.RedisOptions{})
 		st = m.schedStore
 	} else {
-		st = scheduler.NewMemory(nil)
+		st = scheduler.NewMemory(m.clock.Now)
 	}
 	b := bindings.NewScheduler()
 	e, err := scheduler.New(scheduler.Config{
@@ -34,6 +34,8 @@ func (m *Module) startScheduler() error {
 		Events:    func(ev scheduler.Event) { b.Event(ev); m.schedEvent(ev) },
 		Log:       m.log,
 		Instance:  m.owner.Node(),
+		Clock:     m.schedClock(),
+		Virtual:   m.virtual,
 	})
 	if err != nil {
 		return fmt.Errorf("shield: scheduler: %w", err)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // installBasics registers the runtime basics every script relies on:
@@ -48,8 +50,11 @@ func (rt *Runtime) now() time.Time {
 	if rt.svc.Now != nil {
 		return rt.svc.Now()
 	}
-	return time.Now()
+	return rt.clock().Now()
 }
+
+// clock is the runtime's timer source (Services.Clock, else the system's).
+func (rt *Runtime) clock() clock.Clock { return clock.OrReal(rt.svc.Clock) }
 
 // shield.now_ms() -> Unix time in milliseconds.
 func (rt *Runtime) nowMs(L *lua.LState) int {
@@ -89,7 +94,7 @@ func (rt *Runtime) sleep(L *lua.LState) int {
 	return rt.Suspend(L, "shield.sleep", func(complete func(Result)) {
 		switch {
 		case !inTask: // the loop itself waits for the timer
-			time.AfterFunc(max(d, 0), func() { complete(noResults) })
+			rt.clock().AfterFunc(max(d, 0), func() { complete(noResults) })
 			return
 		case d <= 0:
 			rt.postLocal(func() { complete(noResults) })
@@ -101,7 +106,7 @@ func (rt *Runtime) sleep(L *lua.LState) int {
 		// descheduled for d between arming it and parking, and the sleep
 		// would return without yielding — a task spawned just before it had
 		// not started yet (a 1 ms sleep, on a loaded machine).
-		time.AfterFunc(d, func() { rt.Post(func() { complete(noResults) }) })
+		rt.clock().AfterFunc(d, func() { rt.Post(func() { complete(noResults) }) })
 	})
 }
 

@@ -425,7 +425,7 @@ func swTry(rt *Runtime, l *ratelimit.SlidingWindow, key string, op *store.Op[rat
 	}
 	settled := false // loop only
 	timeout := l.Timeout()
-	timer := time.AfterFunc(timeout, func() {
+	timer := rt.clock().AfterFunc(timeout, func() {
 		rt.Post(func() {
 			if !settled {
 				settled = true

@@ -11,6 +11,7 @@ func cmdTest(argv []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := newFlags("test", stderr)
 	timeout := fs.Duration("timeout", shieldglobal.DefaultSpecTimeout, "time each test (and hook) may take")
 	output := fs.String("output", shieldglobal.SpecHuman, "output format: human, tap or junit")
+	virtual := fs.Bool("virtual-time", false, "run on the memory backend with a virtual clock that jumps to the next timer when every task waits (see docs/testing.md)")
 	if err := fs.Parse(argv); err != nil {
 		return 2
 	}
@@ -27,7 +28,7 @@ func cmdTest(argv []string, stdout, stderr io.Writer) int {
 	// A second one exits at once.
 	ctx, stop := notifyStop(stderr, 0)
 	defer stop()
-	res, err := mod.RunSpecs(ctx, paths, stdout, shieldglobal.SpecOptions{Timeout: *timeout, Format: *output})
+	res, err := mod.RunSpecs(ctx, paths, stdout, shieldglobal.SpecOptions{Timeout: *timeout, Format: *output, VirtualTime: *virtual})
 	if err != nil {
 		fmt.Fprintf(stderr, "shield test: %v\n", err)
 		return 2
