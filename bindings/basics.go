@@ -11,7 +11,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/shieldrt/shieldglobal/internal/clock"
+	iclock "github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // installBasics registers the runtime basics every script relies on:
@@ -54,7 +54,7 @@ func (rt *Runtime) now() time.Time {
 }
 
 // clock is the runtime's timer source (Services.Clock, else the system's).
-func (rt *Runtime) clock() clock.Clock { return clock.OrReal(rt.svc.Clock) }
+func (rt *Runtime) clock() iclock.Clock { return iclock.OrReal(rt.svc.Clock) }
 
 // shield.now_ms() -> Unix time in milliseconds.
 func (rt *Runtime) nowMs(L *lua.LState) int {

@@ -8,7 +8,7 @@ import (
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/lock"
 	"github.com/shieldrt/shieldglobal/core/lock/local"
-	"github.com/shieldrt/shieldglobal/internal/clock"
+	iclock "github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // Locks backs the lock capability of every runtime of a Module: the
@@ -26,7 +26,7 @@ type Locks struct {
 	// waited (the lock-wait metric).
 	OnWaited func(time.Duration)
 	// Clock is the time of leases, retries and timeouts (nil: real time).
-	Clock clock.Clock
+	Clock iclock.Clock
 
 	once sync.Once
 	svc  *lock.Service

@@ -14,7 +14,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/shieldrt/shieldglobal/internal/clock"
+	iclock "github.com/shieldrt/shieldglobal/internal/clock"
 
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/codec"
@@ -179,7 +179,7 @@ type queueObj struct {
 	// Reliable queues, loop only: the handles pop gave to tasks, extended
 	// every visibility_timeout/3 through this runtime's loop.
 	held        map[*queueHandle]struct{}
-	extendTimer clock.Timer
+	extendTimer iclock.Timer
 }
 
 // kindMethod is one Lua method of a queue type.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/core/kv"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
-	"github.com/shieldrt/shieldglobal/internal/clock"
+	iclock "github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // Services is what the process-wide Module hands every runtime. A nil
@@ -28,7 +28,7 @@ type Services struct {
 	// Clock arms the runtime's timers (shield.sleep, pop and limiter
 	// timeouts, reliable-queue extensions) and, without Now, reads the time;
 	// nil: the system clock. The spec runner's virtual time sets both.
-	Clock  clock.Clock
+	Clock  iclock.Clock
 	Global *Global
 	Locks  *Locks
 	// Ranks backs shield.rank (nil when rank.enabled is false).
