@@ -103,8 +103,11 @@ func (v *vtime) drive(rt *Runtime) {
 	defer close(v.ended)
 	idle := time.NewTimer(time.Hour)
 	defer idle.Stop()
+	const minPoll, maxPoll = 50 * time.Microsecond, 5 * time.Millisecond
+	poll := minPoll
 	for {
 		if v.step(rt) {
+			poll = minPoll
 			select {
 			case <-v.stop:
 				return
@@ -112,7 +115,10 @@ func (v *vtime) drive(rt *Runtime) {
 			}
 			continue
 		}
-		idle.Reset(100 * time.Microsecond)
+		// Backing off: a file whose tasks wait on nothing a timer ends
+		// polls 200 times a second until its timeout, not 20 000.
+		idle.Reset(poll)
+		poll = min(2*poll, maxPoll)
 		select {
 		case <-v.stop:
 			return
