@@ -27,6 +27,7 @@ func (m *Module) startScheduler() error {
 		st = scheduler.NewMemory(m.clock.Now)
 	}
 	b := bindings.NewScheduler()
+	b.Now = m.clock.Now // scheduler:preview
 	e, err := scheduler.New(scheduler.Config{
 		Store:     st,
 		Defaults:  scheduler.DefaultOptions(c),

@@ -98,3 +98,18 @@ func TestSpecVirtualTimeRefusedOnRedis(t *testing.T) {
 		t.Fatalf("no reason in:\n%s", out.String())
 	}
 }
+
+// The conformance specs pass in virtual time too: everything they wait for
+// (sleeps, timeouts, ttls, firings, refills) follows the virtual clock.
+func TestLuaSpecsVirtualTime(t *testing.T) {
+	m := newModule(t, config.Default())
+	var out bytes.Buffer
+	res, err := m.RunSpecs(context.Background(), []string{"testdata/lua"}, &out, SpecOptions{VirtualTime: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed > 0 || res.Passed == 0 {
+		t.Fatalf("%d passed, %d failed:\n%s", res.Passed, res.Failed, out.String())
+	}
+	t.Logf("%d passed, %d skipped", res.Passed, res.Skipped)
+}
