@@ -172,9 +172,7 @@ func (rt *Runtime) turns() []batchItem {
 		if len(rt.batch) > 0 {
 			last, rt.batch = rt.batch, nil
 			rt.inflight++
-			rt.mu.Lock()
-			rt.sending++
-			rt.mu.Unlock()
+			rt.sending.Add(1)
 		}
 		rt.checkIdle()
 	}
@@ -189,9 +187,7 @@ func (rt *Runtime) send(items []batchItem) func() {
 	}
 	b.Exec(rt.ctx)
 	return func() {
-		rt.mu.Lock()
-		rt.sending--
-		rt.mu.Unlock()
+		rt.sending.Add(-1)
 		rt.inflight--
 		for _, it := range items {
 			if it.p != nil {
@@ -211,7 +207,7 @@ func (rt *Runtime) send(items []batchItem) func() {
 func (rt *Runtime) Quiet() (posts uint64, quiet bool) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	return rt.posts, !rt.owned && rt.sending == 0 && len(rt.queue) == 0
+	return rt.posts, !rt.owned && rt.sending.Load() == 0 && len(rt.queue) == 0
 }
 
 func (rt *Runtime) runPosted(fn func()) {
