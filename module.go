@@ -42,6 +42,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/ratelimit"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/clock"
 	"github.com/shieldrt/shieldglobal/internal/edge"
 	"github.com/shieldrt/shieldglobal/ops"
 )
@@ -65,7 +66,13 @@ type Option func(*options)
 type options struct {
 	client redis.UniversalClient
 	log    *slog.Logger
+	clock  clock.Clock // nil: the real clock; see withClock
 }
+
+// withClock runs the module on c instead of the system clock: the spec
+// runner's virtual time (vtime.go). Only the memory backend follows it
+// (Redis keeps its own time), so New refuses it with Redis configured.
+func withClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithRedisClient hands the module the host's own client: what
 // global.redis.inherit: true refers to. The module never closes it.
@@ -90,6 +97,10 @@ type Module struct {
 	cfg     Config
 	backend Backend
 	log     *slog.Logger
+	// clock is the time of the memory backend, the scheduler and the
+	// runtimes' timers: clock.Real unless withClock.
+	clock   clock.Clock
+	virtual bool // withClock: a virtual clock (the spec runner's)
 
 	client redis.UniversalClient // the Redis client in use (nil on memory or disabled)
 	// kv, bus and cache back shield.global(); nil when the module is
@@ -176,7 +187,7 @@ func newWithTable(cfg Config, table []capability, opts ...Option) (*Module, erro
 	if log == nil {
 		log = slog.Default()
 	}
-	m := &Module{cfg: cfg, backend: BackendNone, log: log}
+	m := &Module{cfg: cfg, backend: BackendNone, log: log, clock: clock.OrReal(o.clock), virtual: o.clock != nil}
 	m.ctx, m.cancel = context.WithCancelCause(context.Background())
 	store.RouteLogs(log) // go-redis's own log lines go through our logger
 	nodeID, err := cfg.Global.EffectiveNodeID()
@@ -189,6 +200,10 @@ func newWithTable(cfg Config, table []capability, opts ...Option) (*Module, erro
 	}
 	if err := m.connect(o.client); err != nil {
 		return nil, err
+	}
+	if m.virtual && m.backend != BackendMemory {
+		m.Close()
+		return nil, ErrVirtualTimeRedis
 	}
 	m.startMetrics()
 	if err := m.startCapabilities(table); err != nil {
@@ -227,7 +242,7 @@ func (m *Module) durability() store.Durability {
 func (m *Module) openRanks() {
 	c := m.cfg.Rank
 	if m.backend == BackendMemory {
-		m.rankBackend = rank.NewMemory(nil)
+		m.rankBackend = rank.NewMemory(m.clock.Now)
 	} else {
 		m.rankBackend = rank.NewRedis(m.client, m.cfg.Global.Redis.Prefix, rank.WithDurability(m.durability()))
 	}
@@ -243,7 +258,7 @@ func (m *Module) openQueues() {
 	q := &bindings.Queues{Config: m.cfg.Queue}
 	consumer := m.owner.Process()
 	if m.backend == BackendMemory {
-		m.queueBackend, q.Inline = queue.NewMemory(queue.MemoryOptions{Consumer: consumer}), true
+		m.queueBackend, q.Inline = queue.NewMemory(queue.MemoryOptions{Consumer: consumer, Clock: m.clock}), true
 	} else {
 		// The queue scripts publish wake-ups on <prefix>queue:{name}:notify
 		// and the core subscribes to channel names relative to the global
@@ -264,12 +279,15 @@ func (m *Module) openQueues() {
 
 func (m *Module) openLocks() error {
 	c := m.cfg.Lock
-	m.localLocks = local.NewManager(nil)
+	m.localLocks = local.NewManager(m.clock.Now)
+	if m.virtual {
+		m.localLocks.UseClock(m.clock)
+	}
 	m.localLocks.StartExpiry()
-	l := &bindings.Locks{Local: m.localLocks, Config: c, OnWaited: m.lockWaited}
+	l := &bindings.Locks{Local: m.localLocks, Config: c, OnWaited: m.lockWaited, Clock: m.clock}
 	prefix := m.cfg.Global.Redis.Prefix
 	if m.backend == BackendMemory {
-		m.distLocks = lock.NewMemory(nil)
+		m.distLocks = lock.NewMemory(m.clock.Now)
 	} else {
 		m.distLocks = lock.NewRedis(m.client, prefix, m.internal, lock.WithDurability(m.durability()), lock.WithServiceName(m.owner.ServiceName))
 	}
@@ -304,6 +322,10 @@ func (m *Module) openRateLimiters() {
 	cfg := edge.RateLimiterConfig(m.cfg.RateLimiter)
 	cfg.Logger = m.log
 	cfg.ProcessID = m.owner.Process()
+	if m.virtual {
+		cfg.Now = m.clock.Now
+		cfg.AfterFunc = func(d time.Duration, f func()) func() bool { return m.clock.AfterFunc(d, f).Stop }
+	}
 	if m.backend == BackendMemory {
 		m.rateLimiters = ratelimit.NewMemory(cfg)
 	} else {
@@ -367,11 +389,11 @@ func (m *Module) openGlobal() error {
 	keys := store.Keys{Prefix: m.cfg.Global.Redis.Prefix}
 	g := &bindings.Global{CacheTTL: config.Millis(c.DefaultTTL)}
 	if c.Enabled {
-		m.cache = kv.NewCache(c.MaxSize, nil)
+		m.cache = kv.NewCache(c.MaxSize, m.clock.Now)
 		g.Cache = m.cache
 	}
 	if m.backend == BackendMemory {
-		m.kv, m.bus = kv.NewMemory(), pubsub.NewMemory()
+		m.kv, m.bus = kv.NewMemory(kv.WithClock(m.clock.Now)), pubsub.NewMemory()
 		g.Inline = true
 	} else {
 		m.bus = pubsub.NewRedis(m.client, keys.PubSubPrefix(), pubsub.Events{
@@ -447,7 +469,7 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 		return nil, err
 	}
 	brt, err := bindings.NewRuntime(L, &bindings.Services{Context: m.ctx, Log: m.log, Owner: m.owner, Capabilities: m.installs,
-		SlowTask: config.Millis(m.cfg.Global.Runtime.SlowTask), Observe: m.observers()})
+		Now: m.clock.Now, Clock: m.runtimeClock(), SlowTask: config.Millis(m.cfg.Global.Runtime.SlowTask), Observe: m.observers()})
 	if err != nil {
 		release()
 		return nil, err

@@ -25,9 +25,10 @@ func (m *Module) openScheduler() error {
 		m.schedStore = scheduler.NewRedis(m.client, m.cfg.Global.Redis.Prefix, scheduler.RedisOptions{})
 		st = m.schedStore
 	} else {
-		st = scheduler.NewMemory(nil)
+		st = scheduler.NewMemory(m.clock.Now)
 	}
 	b := bindings.NewScheduler()
+	b.Now = m.clock.Now // scheduler:preview
 	e, err := scheduler.New(scheduler.Config{
 		Store:     st,
 		Defaults:  scheduler.DefaultOptions(c),
@@ -35,6 +36,8 @@ func (m *Module) openScheduler() error {
 		Events:    func(ev scheduler.Event) { b.Event(ev); m.schedEvent(ev) },
 		Log:       m.log,
 		Instance:  m.owner.Node(),
+		Clock:     m.schedClock(),
+		Virtual:   m.virtual,
 	})
 	if err != nil {
 		return fmt.Errorf("shield: scheduler: %w", err)

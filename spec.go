@@ -68,6 +68,11 @@ type SpecOptions struct {
 	// List writes "file:line: full name" for each selected test instead of
 	// running them.
 	List bool
+	// VirtualTime runs every file in virtual time, as the first line
+	// "--!virtual-time" does for one file (vtime.go, docs/testing.md): on a
+	// module of its own on the memory backend whose clock jumps to the next
+	// timer whenever every task waits. Timeout stays real time.
+	VirtualTime bool
 }
 
 // DefaultSpecTimeout is SpecOptions.Timeout when it is zero.
@@ -104,6 +109,9 @@ finish(spec.run(write, opts))
 func (m *Module) RunSpecs(ctx context.Context, paths []string, out io.Writer, opts SpecOptions) (SpecResult, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultSpecTimeout
+	}
+	if opts.VirtualTime && m.backend == BackendRedis {
+		return SpecResult{}, ErrVirtualTimeRedis
 	}
 	if opts.Repeat <= 0 {
 		opts.Repeat = 1
@@ -178,7 +186,27 @@ type lateFailure struct{ test, text string }
 func (m *Module) runSpecFile(ctx context.Context, path string, sink specSink, opts SpecOptions, run int) SpecResult {
 	L := lua.NewState(StateOptions())
 	defer L.Close()
-	rt, err := m.NewRuntime(L)
+	mod := m
+	var v *vtime // nil: real time
+	if opts.VirtualTime || wantsVirtualTime(path) {
+		var err error
+		if v, err = m.newVirtualModule(); err != nil {
+			sink.fileFailed(path, err.Error())
+			r := SpecResult{Errors: 1}
+			sink.endFile(path, r)
+			return r
+		}
+		mod = v.m
+	}
+	rt, err := mod.NewRuntime(L)
+	if v != nil {
+		if err != nil {
+			v.m.Close()
+		} else {
+			go v.drive(rt)
+			defer v.halt()
+		}
+	}
 	if err != nil {
 		sink.fileFailed(path, err.Error())
 		r := SpecResult{Errors: 1}
@@ -195,6 +223,9 @@ func (m *Module) runSpecFile(ctx context.Context, path string, sink specSink, op
 	var loadErr error
 	var args []lua.LValue
 	err = rt.Do(func(L *lua.LState) error {
+		if err := installTestTime(L, v); err != nil {
+			return err
+		}
 		chunk, err := L.LoadFile(path)
 		if err != nil {
 			loadErr = err

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
+
+	iclock "github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // installBasics registers the runtime basics every script relies on:
@@ -48,8 +50,11 @@ func (rt *Runtime) now() time.Time {
 	if rt.svc.Now != nil {
 		return rt.svc.Now()
 	}
-	return time.Now()
+	return rt.clock().Now()
 }
+
+// clock is the runtime's timer source (Services.Clock, else the system's).
+func (rt *Runtime) clock() iclock.Clock { return iclock.OrReal(rt.svc.Clock) }
 
 // shield.now_ms() -> Unix time in milliseconds.
 func (rt *Runtime) nowMs(L *lua.LState) int {

@@ -9,6 +9,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/store"
+	iclock "github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // Result produces a blocking call's Lua results on the loop, or its error.
@@ -29,11 +30,11 @@ type Wait struct {
 	chain []*lua.LState // coroutines of the task parked by the call (nil when L is the task's thread)
 	res   Result
 
-	cancel  func()      // what start returned; called at most once, on the loop
-	timer   *time.Timer // After's; stopped when the call is over
-	onClose bool        // EndOnClose
-	gone    bool        // the task will not take the result (abandon); loop only
-	sync    *syncWait   // the synchronous wait outside tasks, if that is how it waits
+	cancel  func()       // what start returned; called at most once, on the loop
+	timer   iclock.Timer // After's; stopped when the call is over
+	onClose bool         // EndOnClose
+	gone    bool         // the task will not take the result (abandon); loop only
+	sync    *syncWait    // the synchronous wait outside tasks, if that is how it waits
 
 	once  atomic.Bool
 	state atomic.Uint32
@@ -88,7 +89,7 @@ func (w *Wait) After(d time.Duration, fn func()) {
 		w.rt.postSoon(run)
 		return
 	}
-	w.timer = time.AfterFunc(d, func() { w.Post(run) })
+	w.timer = w.rt.clock().AfterFunc(d, func() { w.Post(run) })
 }
 
 // EndOnClose makes the call end with "the runtime is closing" when the

@@ -8,6 +8,7 @@ import (
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/lock"
 	"github.com/shieldrt/shieldglobal/core/lock/local"
+	iclock "github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // Locks backs the lock capability of every runtime of a Module: the
@@ -24,6 +25,8 @@ type Locks struct {
 	// OnWaited, when set, is told how long each acquire that had to wait
 	// waited (the lock-wait metric).
 	OnWaited func(time.Duration)
+	// Clock is the time of leases, retries and timeouts (nil: real time).
+	Clock iclock.Clock
 
 	once sync.Once
 	svc  *lock.Service
@@ -36,7 +39,7 @@ func (l *Locks) service(log *slog.Logger) *lock.Service {
 		ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 		c := l.Config
 		l.svc = lock.NewService(lock.ServiceConfig{
-			Local: l.Local, Dist: l.Dist, Redlock: l.Redlock, Log: log, OnWaited: l.OnWaited,
+			Local: l.Local, Dist: l.Dist, Redlock: l.Redlock, Log: log, OnWaited: l.OnWaited, Clock: l.Clock,
 			Defaults: lock.Defaults{
 				TTL: ms(c.DefaultTTL), MaxTTL: ms(c.MaxTTL), Retry: ms(c.Retry), MaxRetries: c.MaxRetries,
 				Reentrant: c.Reentrant, AutoExtend: c.AutoExtend.Enabled, ExtendInterval: ms(c.AutoExtend.Interval),

@@ -97,6 +97,7 @@ func (rt *Runtime) acquire(fn func()) bool {
 		return false
 	}
 	rt.queue = append(rt.queue, fn)
+	rt.posts++
 	if rt.owned {
 		return false
 	}
@@ -171,6 +172,7 @@ func (rt *Runtime) turns() []batchItem {
 		if len(rt.batch) > 0 {
 			last, rt.batch = rt.batch, nil
 			rt.inflight++
+			rt.sending.Add(1)
 		}
 		rt.checkIdle()
 	}
@@ -185,6 +187,7 @@ func (rt *Runtime) send(items []batchItem) func() {
 	}
 	b.Exec(rt.ctx)
 	return func() {
+		rt.sending.Add(-1)
 		rt.inflight--
 		for _, it := range items {
 			if it.p != nil {
@@ -194,6 +197,17 @@ func (rt *Runtime) send(items []batchItem) func() {
 			}
 		}
 	}
+}
+
+// Quiet reports whether the loop has nothing to do — no task runnable,
+// nothing posted, no operation of it being sent — and how many functions
+// were posted so far: the same count later, still quiet, means nothing
+// happened in between. Every task is then parked (or there is none). The
+// spec runner's virtual time jumps the clock only then.
+func (rt *Runtime) Quiet() (posts uint64, quiet bool) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.posts, !rt.owned && rt.sending.Load() == 0 && len(rt.queue) == 0
 }
 
 func (rt *Runtime) runPosted(fn func()) {

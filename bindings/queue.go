@@ -14,6 +14,8 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	iclock "github.com/shieldrt/shieldglobal/internal/clock"
+
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/codec"
 	"github.com/shieldrt/shieldglobal/core/queue"
@@ -182,7 +184,7 @@ type queueObj struct {
 	// Reliable queues, loop only: the handles pop gave to tasks, extended
 	// every visibility_timeout/3 through this runtime's loop.
 	held        map[*queueHandle]struct{}
-	extendTimer *time.Timer
+	extendTimer iclock.Timer
 }
 
 // kindMethod is one Lua method of a queue type.

@@ -80,7 +80,7 @@ func (o *queueObj) hold(h *queueHandle) {
 		rt.markTask(t, o.b.ended)
 	}
 	if o.extendTimer == nil {
-		o.extendTimer = time.AfterFunc(o.extendEvery(), func() { rt.Post(o.extendHeld) })
+		o.extendTimer = rt.clock().AfterFunc(o.extendEvery(), func() { rt.Post(o.extendHeld) })
 	}
 }
 
@@ -140,7 +140,7 @@ func (o *queueObj) extendHeld() {
 			}
 		})
 	}
-	o.extendTimer.Reset(o.extendEvery())
+	o.extendTimer = rt.clock().AfterFunc(o.extendEvery(), func() { rt.Post(o.extendHeld) })
 }
 
 // releaseHeld runs when the runtime closes: handles popped outside tasks are

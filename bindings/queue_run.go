@@ -60,7 +60,7 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 	}
 	return rt.Block(L, name, func(w *Wait) func() {
 		st := &popState[T]{task: w.Task()}
-		deadline := time.Now().Add(timeout)
+		deadline := rt.clock().Now().Add(timeout)
 		deliver := func(v T, err error) { // any goroutine, once
 			st.mu.Lock()
 			if st.ended {
@@ -97,7 +97,7 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 				}
 			case err == nil || timeout <= 0 || errors.Is(err, queue.ErrClosed):
 				deliver(v, err)
-			case time.Until(deadline) <= 0:
+			case deadline.Sub(rt.clock().Now()) <= 0:
 				if errors.Is(err, queue.ErrEmpty) {
 					err = queue.ErrTimeout
 				}
@@ -110,14 +110,14 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 					return
 				}
 				if !errors.Is(err, store.ErrNoAnswer) {
-					wait(time.Until(deadline))
+					wait(deadline.Sub(rt.clock().Now()))
 					return
 				}
 				// Redis already let this pop go unanswered for the
 				// client's whole deadline: a wait that ends without a
 				// message says so, even if the notifier's own pop has
 				// been in flight for less than queue.NoAnswerAfter.
-				st.cancel = k.w.PopWait(time.Until(deadline), func(v T, werr error) {
+				st.cancel = k.w.PopWait(deadline.Sub(rt.clock().Now()), func(v T, werr error) {
 					if errors.Is(werr, queue.ErrTimeout) {
 						werr = err
 					}

@@ -31,7 +31,9 @@ type Runtime struct {
 	mu       sync.Mutex
 	queue    []func()
 	spare    []func()
-	owned    bool // a goroutine holds the loop role (see loop.go)
+	owned    bool         // a goroutine holds the loop role (see loop.go)
+	posts    uint64       // functions posted so far (Quiet)
+	sending  atomic.Int32 // batches sent whose completion has not run yet (Quiet)
 	closing  bool
 	stopped  bool // Close ended the runtime: Post drops work, nobody takes the loop again
 	stopOnce sync.Once

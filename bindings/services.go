@@ -10,6 +10,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/core/kv"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
+	iclock "github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // Services is what the process-wide Module hands every runtime. A nil
@@ -22,8 +23,12 @@ type Services struct {
 	Context context.Context
 	Log     *slog.Logger
 	Owner   Owner
-	// Now is the clock of shield.now_ms (time.Now when nil).
+	// Now is the clock of shield.now_ms (Clock's, else time.Now, when nil).
 	Now func() time.Time
+	// Clock arms the runtime's timers (shield.sleep, pop and limiter
+	// timeouts, reliable-queue extensions) and, without Now, reads the time;
+	// nil: the system clock. The spec runner's virtual time sets both.
+	Clock iclock.Clock
 	// Capabilities are installed into the shield table of the runtime, in
 	// this order (the Module hands its capability table's; see
 	// Capability). A capability that is off is not in the list.

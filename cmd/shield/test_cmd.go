@@ -56,6 +56,7 @@ func cmdTest(argv []string, stdout, stderr io.Writer) int {
 	repeat := fs.Int("repeat", 1, "run the tests `count` times")
 	list := fs.Bool("list", false, "list the selected tests (file:line: name) instead of running them")
 	fs.BoolVar(list, "l", false, "short for --list")
+	virtual := fs.Bool("virtual-time", false, "run on the memory backend with a virtual clock that jumps to the next timer when every task waits (see docs/testing.md)")
 	if err := fs.Parse(argv); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -109,6 +110,7 @@ func cmdTest(argv []string, stdout, stderr io.Writer) int {
 		Timeout: *timeout, Format: output, Pattern: pattern.vals,
 		Filter: filter.vals, FilterOut: filterOut.vals, Tags: tags.vals, ExcludeTags: excludeTags.vals,
 		Shuffle: *shuffle, Seed: *seed, Repeat: *repeat, List: *list,
+		VirtualTime: *virtual,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "shield test: %v\n", err)

@@ -56,7 +56,13 @@ type ResetScheduler interface {
 // UTC owned by "module", whose firings do not overlap (overlap "skip") and
 // each run on a goroutine of its own. Register's operation is the Engine's:
 // one round trip on Redis for a distributed task.
-type EngineResets struct{ Engine *scheduler.Engine }
+type EngineResets struct {
+	Engine *scheduler.Engine
+	// Busy, when set, is called before a run's goroutine starts and the
+	// function it returns once the run is done, so a virtual clock (the
+	// spec runner's) knows a reset is under way and waits for it.
+	Busy func() (done func())
+}
 
 // Register implements ResetScheduler. Errors: those of scheduler.Cron and
 // scheduler.Engine.Register.
@@ -68,7 +74,13 @@ func (s EngineResets) Register(name, cronExpr string, distributed bool, run func
 	o := s.Engine.DefaultOptions()
 	o.Timezone, o.Distributed, o.Overlap = "UTC", distributed, scheduler.OverlapSkip
 	return s.Engine.Register(scheduler.Task{Name: name, Schedule: sch, Options: o, Owner: "module",
-		Run: func(f scheduler.Firing, done func(error)) { go run(f, done) }})
+		Run: func(f scheduler.Firing, done func(error)) {
+			if s.Busy != nil {
+				idle, finish := sync.OnceFunc(s.Busy()), done
+				done = func(err error) { finish(err); idle() }
+			}
+			go run(f, done)
+		}})
 }
 
 // ErrNoScheduler is returned by Resets.Begin when there is no scheduler to

@@ -19,6 +19,10 @@ type Config struct {
 	Store Store
 	// Clock is the engine's time source; nil: the system clock.
 	Clock Clock
+	// Virtual is true when Clock moves only by jumps (the spec runner's
+	// virtual time): timers are then armed for the next item however far
+	// off, not re-checked every second for wall-clock steps.
+	Virtual bool
 	// Defaults are what DefaultOptions returns (build them with
 	// scheduler.DefaultOptions(cfg.Scheduler)). Zero: the built-in
 	// defaults of config.Default().
@@ -51,6 +55,7 @@ const skewTolerance = 50 * time.Millisecond
 // one loop goroutine and Config.Workers I/O goroutines until Close.
 type Engine struct {
 	clock     Clock
+	virtual   bool // Config.Virtual
 	st        Store
 	defaults  Options
 	localOnly bool
@@ -106,6 +111,7 @@ type Engine struct {
 func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		clock:     cfg.Clock,
+		virtual:   cfg.Virtual,
 		st:        cfg.Store,
 		defaults:  cfg.Defaults,
 		localOnly: cfg.LocalOnly,

@@ -169,7 +169,9 @@ func (e *Engine) arm() {
 		}
 		return
 	}
-	at = min(at, now+int64(maxSleep))
+	if !e.virtual {
+		at = min(at, now+int64(maxSleep))
+	}
 	if e.timerAt > now && e.timerAt <= at {
 		return // an earlier (or equal) wake is already armed
 	}

@@ -60,14 +60,17 @@ type Timer struct {
 	at      time.Time
 	f       func()
 	pending bool
+	late    bool // armed through Late: FireNext fires it after others due then
 }
 
 // AfterFunc arranges for f to be called by the Advance that moves the
 // clock to (or past) d from now. A d <= 0 is called by the next Advance.
-func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer {
+func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer { return c.afterFunc(d, f, false) }
+
+func (c *Clock) afterFunc(d time.Duration, f func(), late bool) clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &Timer{c: c, at: c.t.Add(d), f: f, pending: true}
+	t := &Timer{c: c, at: c.t.Add(d), f: f, pending: true, late: late}
 	c.timers = append(c.timers, t)
 	return t
 }
@@ -95,4 +98,61 @@ func (c *Clock) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.timers)
+}
+
+// Next returns the earliest deadline of the pending timers (which may be
+// now or before: a timer armed with d <= 0); ok is false when none is
+// pending. Virtual time (the spec runner's) jumps the clock to it.
+func (c *Clock) Next() (at time.Time, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.timers {
+		if !ok || t.at.Before(at) {
+			at, ok = t.at, true
+		}
+	}
+	return at, ok
+}
+
+// FireNext moves the clock to the earliest pending timer's deadline (if
+// that is later than now) and calls that one timer's function, on the
+// calling goroutine; of timers due at the same time the one armed first
+// goes first. It reports false, changing nothing, when no timer is
+// pending. Of timers due at the same time those armed through Late go
+// after the others. Virtual time fires timers one at a time this way,
+// letting the effects of each settle before the next.
+func (c *Clock) FireNext() bool {
+	c.mu.Lock()
+	i := -1
+	for j, t := range c.timers {
+		if i < 0 || t.at.Before(c.timers[i].at) || (t.at.Equal(c.timers[i].at) && c.timers[i].late && !t.late) {
+			i = j
+		}
+	}
+	if i < 0 {
+		c.mu.Unlock()
+		return false
+	}
+	t := c.timers[i]
+	c.timers = append(c.timers[:i], c.timers[i+1:]...)
+	t.pending = false
+	if t.at.After(c.t) {
+		c.t = t.at
+	}
+	c.mu.Unlock()
+	t.f()
+	return true
+}
+
+// Late returns c as a clock.Clock whose timers FireNext fires after the
+// other timers due at the same time: the spec runner gives it to the
+// runtime, so a task that sleeps until 00:00 resumes after what the
+// scheduler and the backend had due at 00:00 has run.
+func (c *Clock) Late() clock.Clock { return lateClock{c} }
+
+type lateClock struct{ c *Clock }
+
+func (l lateClock) Now() time.Time { return l.c.Now() }
+func (l lateClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return l.c.afterFunc(d, f, true)
 }

@@ -54,6 +54,26 @@ function shield.now_ms() end
 ---@return string
 function shield.owner() end
 
+--- Spec files only (`shield test`): the virtual clock (docs/testing.md,
+--- "Virtual time"). Outside virtual time advance and set_time raise.
+---@class shield.test
+shield.test = {}
+
+--- Moves the virtual clock `ms` forward: the calling task sleeps while every
+--- timer due on the way fires in order. Blocking.
+---@param ms number
+function shield.test.advance(ms) end
+
+--- Moves the virtual clock forward to `t`: Unix ms, an RFC 3339 string
+--- (`"2025-03-10T00:00:00Z"`) or a table of UTC fields (`year`, `month`,
+--- `day`, optional `hour`, `min`, `sec`). Never back. Blocking.
+---@param t number|string|table
+function shield.test.set_time(t) end
+
+--- true when the file runs in virtual time.
+---@return boolean
+function shield.test.virtual() end
+
 --- Structured logging through the host's log/slog logger. `msg` may be any
 --- non-nil value (converted with tostring). `fields` is a flat table of
 --- attributes; numbers, booleans and strings keep their type, other values are

@@ -1,6 +1,10 @@
 package local
 
-import "time"
+import (
+	"time"
+
+	"github.com/shieldrt/shieldglobal/internal/clock"
+)
 
 // NextExpiry returns the earliest ExpiresAt among all current holds, and
 // false if no hold has a ttl. The time may already be past (the hold is due
@@ -73,6 +77,15 @@ func (m *Manager) StartExpiry() {
 	m.rearm()
 }
 
+// UseClock makes StartExpiry's timer a timer of c, for a clock that does
+// not follow real time (the spec runner's virtual time); c should be the
+// clock NewManager reads. Call it before StartExpiry.
+func (m *Manager) UseClock(c clock.Clock) {
+	m.tmu.Lock()
+	m.clk = c
+	m.tmu.Unlock()
+}
+
 // StopExpiry stops the timer started by StartExpiry. A firing already under
 // way may still run Expire once. Expiry on touch (TryAcquire, Acquire,
 // Release, Extend, Info) and explicit Expire calls keep working. It never
@@ -82,6 +95,9 @@ func (m *Manager) StopExpiry() {
 	m.tmu.Lock()
 	if m.timer != nil {
 		m.timer.Stop()
+	}
+	if m.ctimer != nil {
+		m.ctimer.Stop()
 	}
 	m.timerAt = time.Time{}
 	m.armedAt.Store(0)
@@ -113,7 +129,12 @@ func (m *Manager) noteExpiry(t time.Time) {
 	if d < 0 {
 		d = 0
 	}
-	if m.timer == nil {
+	if m.clk != nil { // an injected clock's timers cannot be reset
+		if m.ctimer != nil {
+			m.ctimer.Stop()
+		}
+		m.ctimer = m.clk.AfterFunc(d, m.onTimer)
+	} else if m.timer == nil {
 		m.timer = time.AfterFunc(d, m.onTimer)
 	} else {
 		m.timer.Reset(d)
