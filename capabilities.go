@@ -223,7 +223,7 @@ func (m *Module) startScheduler() (part, error) {
 func (m *Module) startRanks() (part, error) {
 	m.openRanks()
 	if m.sched != nil {
-		m.ranks.Scheduler = bindings.EngineResets{Engine: m.sched} // periodic resets
+		m.ranks.Scheduler = bindings.EngineResets{Engine: m.sched, Busy: m.resetsBusy} // periodic resets
 	}
 	return part{install: m.ranks,
 		stats: func(ctx context.Context, s *ops.State) error {

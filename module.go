@@ -67,12 +67,18 @@ type options struct {
 	client redis.UniversalClient
 	log    *slog.Logger
 	clock  clock.Clock // nil: the real clock; see withClock
+	// resetsBusy is rank.EngineResets.Busy (withClock): the virtual clock
+	// waits for a Go-run rank reset under way.
+	resetsBusy func() (done func())
 }
 
 // withClock runs the module on c instead of the system clock: the spec
 // runner's virtual time (vtime.go). Only the memory backend follows it
 // (Redis keeps its own time), so New refuses it with Redis configured.
-func withClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
+// busy, when set, is told of each Go-run rank reset (rank.EngineResets.Busy).
+func withClock(c clock.Clock, busy func() (done func())) Option {
+	return func(o *options) { o.clock, o.resetsBusy = c, busy }
+}
 
 // WithRedisClient hands the module the host's own client: what
 // global.redis.inherit: true refers to. The module never closes it.
@@ -101,6 +107,8 @@ type Module struct {
 	// runtimes' timers: clock.Real unless withClock.
 	clock   clock.Clock
 	virtual bool // withClock: a virtual clock (the spec runner's)
+	// resetsBusy: withClock's busy (nil without).
+	resetsBusy func() (done func())
 
 	client redis.UniversalClient // the Redis client in use (nil on memory or disabled)
 	// kv, bus and cache back shield.global(); nil when the module is
@@ -187,7 +195,7 @@ func newWithTable(cfg Config, table []capability, opts ...Option) (*Module, erro
 	if log == nil {
 		log = slog.Default()
 	}
-	m := &Module{cfg: cfg, backend: BackendNone, log: log, clock: clock.OrReal(o.clock), virtual: o.clock != nil}
+	m := &Module{cfg: cfg, backend: BackendNone, log: log, clock: clock.OrReal(o.clock), virtual: o.clock != nil, resetsBusy: o.resetsBusy}
 	m.ctx, m.cancel = context.WithCancelCause(context.Background())
 	store.RouteLogs(log) // go-redis's own log lines go through our logger
 	nodeID, err := cfg.Global.EffectiveNodeID()

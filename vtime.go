@@ -20,7 +20,6 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/shieldrt/shieldglobal/core/rank"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/internal/clock"
 	"github.com/shieldrt/shieldglobal/internal/testclock"
@@ -81,15 +80,13 @@ func (m *Module) newVirtualModule() (*vtime, error) {
 		return nil, ErrVirtualTimeRedis
 	}
 	v := &vtime{clk: testclock.New(), stop: make(chan struct{}), ended: make(chan struct{})}
-	vm, err := New(m.cfg, WithLogger(m.log), withClock(v.clk))
+	busy := func() func() {
+		v.busy.Add(1)
+		return func() { v.busy.Add(-1) }
+	}
+	vm, err := New(m.cfg, WithLogger(m.log), withClock(v.clk, busy))
 	if err != nil {
 		return nil, err
-	}
-	if vm.ranks != nil && vm.sched != nil {
-		vm.ranks.Scheduler = rank.EngineResets{Engine: vm.sched, Busy: func() func() {
-			v.busy.Add(1)
-			return func() { v.busy.Add(-1) }
-		}}
 	}
 	v.m = vm
 	return v, nil
