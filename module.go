@@ -289,7 +289,7 @@ func (m *Module) openLocks() error {
 	c := m.cfg.Lock
 	m.localLocks = local.NewManager(m.clock.Now)
 	if m.virtual {
-		m.localLocks.UseClock(m.clock)
+		m.localLocks.UseClock(func(d time.Duration, f func()) func() bool { return m.clock.AfterFunc(d, f).Stop })
 	}
 	m.localLocks.StartExpiry()
 	l := &bindings.Locks{Local: m.localLocks, Config: c, OnWaited: m.lockWaited, Clock: m.clock}

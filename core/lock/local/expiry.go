@@ -1,10 +1,6 @@
 package local
 
-import (
-	"time"
-
-	"github.com/shieldrt/shieldglobal/internal/clock"
-)
+import "time"
 
 // NextExpiry returns the earliest ExpiresAt among all current holds, and
 // false if no hold has a ttl. The time may already be past (the hold is due
@@ -77,12 +73,15 @@ func (m *Manager) StartExpiry() {
 	m.rearm()
 }
 
-// UseClock makes StartExpiry's timer a timer of c, for a clock that does
-// not follow real time (the spec runner's virtual time); c should be the
-// clock NewManager reads. Call it before StartExpiry.
-func (m *Manager) UseClock(c clock.Clock) {
+// UseClock makes StartExpiry's timer a timer of afterFunc (which calls f
+// once d has passed on its clock and returns the timer's Stop), for a
+// clock that does not follow real time (the spec runner's virtual time);
+// it should be the clock NewManager reads. A function, not
+// internal/clock's interface: this package imports nothing of the module.
+// Call it before StartExpiry.
+func (m *Manager) UseClock(afterFunc func(d time.Duration, f func()) (stop func() bool)) {
 	m.tmu.Lock()
-	m.clk = c
+	m.clk = afterFunc
 	m.tmu.Unlock()
 }
 
@@ -97,7 +96,7 @@ func (m *Manager) StopExpiry() {
 		m.timer.Stop()
 	}
 	if m.ctimer != nil {
-		m.ctimer.Stop()
+		m.ctimer()
 	}
 	m.timerAt = time.Time{}
 	m.armedAt.Store(0)
@@ -131,9 +130,9 @@ func (m *Manager) noteExpiry(t time.Time) {
 	}
 	if m.clk != nil { // an injected clock's timers cannot be reset
 		if m.ctimer != nil {
-			m.ctimer.Stop()
+			m.ctimer()
 		}
-		m.ctimer = m.clk.AfterFunc(d, m.onTimer)
+		m.ctimer = m.clk(d, m.onTimer)
 	} else if m.timer == nil {
 		m.timer = time.AfterFunc(d, m.onTimer)
 	} else {

@@ -39,8 +39,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/shieldrt/shieldglobal/internal/clock"
 )
 
 // ErrNotHeld is returned by Release and Extend when the owner holds nothing
@@ -166,8 +164,8 @@ type Manager struct {
 	armedAt  atomic.Int64 // timerAt in Unix ns, 0 = timer not armed (fast check)
 	tmu      sync.Mutex   // guards timer and timerAt
 	timer    *time.Timer
-	clk      clock.Clock // UseClock: arms ctimer instead of timer
-	ctimer   clock.Timer
+	clk      func(time.Duration, func()) func() bool // UseClock: arms ctimer instead of timer
+	ctimer   func() bool                             // stops the timer clk armed
 	timerAt  time.Time
 }
 
