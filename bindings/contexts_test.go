@@ -141,23 +141,30 @@ func TestBlockingWorksInEveryYieldableContext(t *testing.T) {
 func TestParkedCoroutineCannotBeResumedByAnotherTask(t *testing.T) {
 	rt := newTestRuntime(t, nil)
 	mustRun(t, rt, `
-		local co = coroutine.create(function() return "slept", shield.sleep(30) end)
-		local gen = coroutine.wrap(function() shield.sleep(30); return "wrapped" end)
+		-- The owners stay parked in shield.sleep until the intruders have
+		-- tried (a fixed sleep could end first on a loaded machine).
+		local go_on = false
+		local co = coroutine.create(function()
+			repeat shield.sleep(5) until go_on
+			return "slept", shield.sleep(1)
+		end)
+		local gen = coroutine.wrap(function() repeat shield.sleep(5) until go_on; return "wrapped" end)
 		local results = {}
 		shield.spawn(function() results.co = { coroutine.resume(co) } end)
 		shield.spawn(function() results.gen = { pcall(gen) } end)
-		shield.sleep(5) -- both are now parked in shield.sleep
+		shield.sleep(1) -- both are now parked in shield.sleep
 		results.status = coroutine.status(co)
 		results.intruder = { coroutine.resume(co, "intruder") }
 		results.wrap_intruder = { pcall(gen, "intruder") }
-		local deadline = shield.now_ms() + 5000 -- their 30 ms sleeps end, however late on a loaded machine
+		go_on = true
+		local deadline = shield.now_ms() + 5000 -- their sleeps end, however late on a loaded machine
 		repeat shield.sleep(10) until (results.co and results.gen) or shield.now_ms() > deadline
 		assert(results.status == "normal", "status " .. tostring(results.status))
 		assert(results.intruder[1] == false, "intruder resumed it")
 		assert(results.intruder[2]:find("waiting in shield.sleep", 1, true), results.intruder[2])
 		assert(results.wrap_intruder[1] == false and results.wrap_intruder[2]:find("waiting in shield.sleep", 1, true),
 			tostring(results.wrap_intruder[2]))
-		assert(results.wrap_intruder[2]:find("test.lua:10:", 1, true), "wrap error has the caller's position: " .. results.wrap_intruder[2])
+		assert(results.wrap_intruder[2]:find("test.lua:16:", 1, true), "wrap error has the caller's position: " .. results.wrap_intruder[2])
 		-- the owners got their own results
 		assert(results.co[1] == true and results.co[2] == "slept" and results.co[3] == nil, tostring(results.co[2]))
 		assert(results.gen[1] == true and results.gen[2] == "wrapped", tostring(results.gen[2]))
