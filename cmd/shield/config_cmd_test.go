@@ -92,12 +92,16 @@ error("the test never said done")
 	var body string
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
+		// The endpoint opens in New, before the script's runtime exists:
+		// scrape until it is counted.
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			body = string(b)
-			break
+			if strings.Contains(body, "shield_runtimes 1") {
+				break
+			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
