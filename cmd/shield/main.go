@@ -9,7 +9,7 @@
 //	shield run  [--config F] [-e CODE | script.lua | -] [args...]
 //	shield test [--config F] [-o human|tap|junit|json] [busted's flags] [paths...]   (default: spec/, else testdata/lua)
 //	shield repl [--config F]
-//	shield ops [--config F] [--json] queues|dead|requeue|tasks|pause|resume|disable|enable|remove|board|lock ...
+//	shield ops [--config F] [--json] queues|dead|requeue|tasks|pause|resume|disable|enable|trigger|remove|board|lock ...
 //	shield config check [FILE]
 //	shield scheduler start|stop|restart|status [--pidfile P] [--detach] [DIR...]
 //	shield version
