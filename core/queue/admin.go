@@ -163,33 +163,19 @@ func (m *Memory) find(name string) (Kind, any, bool) {
 // (in flight or not); broadcast queues, when the oldest entry retained was
 // pushed. Zero when the queue is empty. Server time on Redis.
 func (h Handle) Oldest() *store.Op[time.Time] {
-	var o interface{ oldest() *store.Op[time.Time] }
-	switch q := h.q.(type) {
-	case *redisPlain:
-		o = q.redisSorted
-	case *redisDelay:
-		o = q.redisSorted
-	case *redisPriority:
-		o = q.redisSorted
-	case *redisReliable:
-		o = q.s
-	case *redisBroadcast:
-		o = q.s
-	case *memPlain:
-		o = q.memSorted
-	case *memDelay:
-		o = q.memSorted
-	case *memPriority:
-		o = q.memSorted
-	case *memReliable:
-		o = q.s
-	case *memBroadcast:
-		o = q.s
-	default:
+	o, ok := h.q.(interface{ oldest() *store.Op[time.Time] })
+	if !ok {
 		return store.Failed[time.Time](fmt.Errorf("%w: queue %q: no head for %T", ErrInvalid, h.Name, h.q))
 	}
 	return o.oldest()
 }
+
+// The plain, delay and priority queues get oldest from their sorted set;
+// the stream kinds from their stream.
+func (q *redisReliable) oldest() *store.Op[time.Time]  { return q.s.oldest() }
+func (q *redisBroadcast) oldest() *store.Op[time.Time] { return q.s.oldest() }
+func (q *memReliable) oldest() *store.Op[time.Time]    { return q.s.oldest() }
+func (q *memBroadcast) oldest() *store.Op[time.Time]   { return q.s.oldest() }
 
 func (s *redisSorted) oldest() *store.Op[time.Time] {
 	ctx := context.Background()
