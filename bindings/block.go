@@ -452,6 +452,16 @@ func RunOutcome[T any](rt *Runtime, L *lua.LState, name string, o *store.Op[T], 
 	return L.Yield(rt.mark)
 }
 
+// refuseAtOnce raises "cannot block here" when the call being started may
+// not wait (see Block): it cannot wait for Redis or for work off the loop,
+// so it is refused before anything starts. Loop only.
+func (rt *Runtime) refuseAtOnce() {
+	if w := rt.atOnce; w != nil {
+		rt.atOnce = nil
+		rt.refuseBlock(w.L, w.name)
+	}
+}
+
 // Go runs o (a capability's operation) for Go code on the loop that does not
 // wait for it, such as a watchdog renewal: done is called on the loop with
 // the outcome. A Redis op joins this loop turn's pipeline. Loop only.
@@ -460,12 +470,7 @@ func Go[T any](rt *Runtime, o *store.Op[T], done func(T, error)) {
 		done(o.Do(rt.ctx))
 		return
 	}
-	if w := rt.atOnce; w != nil {
-		// A call that may not wait (see Block) cannot wait for Redis or
-		// for work off the loop: refuse before anything starts.
-		rt.atOnce = nil
-		rt.refuseBlock(w.L, w.name)
-	}
+	rt.refuseAtOnce()
 	if o.Kind() == store.KindWork || rt.syncing.Load() != nil {
 		// The loop waits in a call outside any task: no loop turn sends
 		// a batch meanwhile.

@@ -442,13 +442,9 @@ func (rt *Runtime) asyncFunction(name string, fn reflect.Value) lua.LValue {
 		// The task's end (or an interrupt) calls the cancel Block is given:
 		// the host function's context ends with the task.
 		return rt.Block(L, name, func(w *Wait) func() {
-			if a := rt.atOnce; a != nil {
-				// A call that may not wait (a metamethod, Lua called from
-				// Go) must not start the host function off the loop at
-				// all: refuse before it runs (as Go does for Redis ops).
-				rt.atOnce = nil
-				rt.refuseBlock(a.L, a.name)
-			}
+			// Where the call may not wait (a metamethod, Lua called from
+			// Go) the host function must not even start.
+			rt.refuseAtOnce()
 			ctx, cancel := context.WithCancel(rt.hostContext())
 			args[0] = reflect.ValueOf(ctx)
 			rt.goWork(func() {
