@@ -156,3 +156,30 @@ func testEnableHeardLate(t *testing.T, b backend) {
 		t.Fatalf("after enable: %+v", info)
 	}
 }
+
+// The issuing process can hear its own Enable's control message before
+// Enable applies it locally (the message travels on another connection).
+// The message path re-reads the record asynchronously; Enable, applying
+// next and finding the task enabled already, must still plan its next
+// firing, so a next_run read right after Enable returns is set.
+func testEnableMessageBeforeApply(t *testing.T, b backend) {
+	cl := newCluster(t, b, 0, 0)
+	var log runLog
+	node := cl.es[0]
+	cl.registerOn(0, node, "hb", every(t, time.Second), nil, log.run)
+	cl.advance(1500*time.Millisecond, 100*time.Millisecond)
+	do(t, node.Disable("hb"))
+	node.unsub() // deliver the message by hand, first
+	do(t, cl.es[1].Enable("hb")) // the Store's side of node's Enable
+	var next int64
+	if err := node.call(func() {
+		node.onControl(controlMsg{Op: ctlEnable, Name: "hb"})
+		node.applyControl(controlMsg{Op: ctlEnable, Name: "hb", issued: true}, false)
+		next = node.tasks["hb"].next
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if next == 0 {
+		t.Fatal("enabled, but no next firing planned")
+	}
+}

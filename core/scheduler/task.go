@@ -580,6 +580,14 @@ func (e *Engine) applyControl(c controlMsg, local bool) bool {
 		e.unschedule(&t.fire)
 	case ctlResume, ctlEnable:
 		if c.Op == ctlResume && !t.paused || c.Op == ctlEnable && !t.disabled {
+			if c.issued && t.distributed() && !t.paused && !t.disabled && t.next == 0 {
+				// This process heard its own control message first, and
+				// the message path is still re-reading the record: plan
+				// from now, as the issuing path does, so the caller sees
+				// the next run as soon as its call returns.
+				t.cursor = max(t.cursor, e.storeNowMs())
+				e.planDist(t)
+			}
 			return true
 		}
 		if c.Op == ctlResume {
