@@ -252,6 +252,39 @@ func TestLeases(t *testing.T) {
 			do(t, d2.Ack())
 		})
 
+		t.Run("expired, then renewed when nobody took it", func(t *testing.T) {
+			q := mustReliable(t, env{b: e.b}, "lease_expired", leaseOptions())
+			do(t, q.Push([]byte("job")))
+			lp, s, _ := newLeases(t)
+			l := hold(t, lp, s, do(t, q.Pop()), "task-1")
+			resume := lp.pause()
+			e.wait(leaseVT + leaseVT/6)
+			if !l.Expired() {
+				t.Fatal("not expired past the visibility timeout without an extension")
+			}
+			resume()
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				var expired, lost bool
+				lp.do(t, func() { expired, lost = l.Expired(), l.Lost() })
+				if lost {
+					t.Fatal("lost, though no other consumer popped")
+				}
+				if !expired {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("still expired 5s after the loop resumed")
+				}
+				if e.memory {
+					e.wait(leaseVT / 3)
+				} else {
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			do(t, l.Ack())
+		})
+
 		t.Run("an ended owner's leases are given back first and uncounted", func(t *testing.T) {
 			q := mustReliable(t, env{b: e.b}, "lease_abandon", leaseOptions())
 			idA := do(t, q.Push([]byte("a")))
