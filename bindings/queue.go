@@ -14,8 +14,6 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	iclock "github.com/shieldrt/shieldglobal/internal/clock"
-
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/codec"
 	"github.com/shieldrt/shieldglobal/core/queue"
@@ -160,10 +158,11 @@ type queueBinding struct {
 	// objs maps each core queue this runtime opened to its Lua object, so
 	// opening a name again returns the same object. Loop only.
 	objs map[any]*lua.LUserData
-	// handles are the reliable deliveries each task holds, released when
-	// it ends (the task-end hook of bit ended). Loop only.
-	handles map[*Task]map[*queueHandle]struct{}
-	ended   uint32
+	// leases are the reliable deliveries this runtime's tasks popped: the
+	// core extends them through the loop and releases a task's when it
+	// ends (the task-end hook of bit ended). Loop only.
+	leases *queue.Leases
+	ended  uint32
 }
 
 // queueObj is one queue as scripts see it.
@@ -180,11 +179,6 @@ type queueObj struct {
 	prio  queue.Priority
 	rel   queue.Reliable
 	bc    queue.Broadcast
-
-	// Reliable queues, loop only: the handles pop gave to tasks, extended
-	// every visibility_timeout/3 through this runtime's loop.
-	held        map[*queueHandle]struct{}
-	extendTimer iclock.Timer
 }
 
 // kindMethod is one Lua method of a queue type.
@@ -195,8 +189,11 @@ type kindMethod struct {
 
 func (rt *Runtime) installQueues(lib *lua.LTable, q *Queues) {
 	L := rt.L
-	b := &queueBinding{rt: rt, svc: q, objs: map[any]*lua.LUserData{}, handles: map[*Task]map[*queueHandle]struct{}{}}
-	b.ended = rt.onTaskEnd(b.taskEnded)
+	b := &queueBinding{rt: rt, svc: q, objs: map[any]*lua.LUserData{}}
+	b.leases = queue.NewLeases(lockLoop{rt}, queue.LeaseOptions{Clock: rt.clock(), Log: rt.log,
+		Detach: func(what string, run func(context.Context) error) { q.background(rt.log, what, run) }})
+	b.ended = rt.onTaskEnd(func(t *Task) { b.leases.AbandonOwner(t, t.Name) })
+	rt.OnClose(b.leases.Close)
 	common := []kindMethod{
 		{"pop", (*queueObj).pop}, {"length", (*queueObj).length}, {"consume", (*queueObj).consume},
 		{"stats", (*queueObj).stats}, {"name", (*queueObj).nameOf},

@@ -219,13 +219,13 @@ func (c *queueConsumer) run(d *queue.Delivery, done func(error)) {
 // it finished: a reliable or broadcast message stays in flight, and the
 // consumer's stop releases it for immediate redelivery when the runtime's
 // context ends (not a nack: the failure was not the message's); a popped
-// plain, delay or priority message is pushed back.
+// plain, delay or priority message is given back (Unpop: to its place).
 func (c *queueConsumer) unprocessed(d *queue.Delivery, done func(error)) {
 	switch c.o.kind {
 	case queue.KindReliable, queue.KindBroadcast:
 		return
 	}
-	c.o.pushBackAfter(d.Message, "the shutdown ended a consumer's handler before it finished")
+	c.o.giveBack(d.Release(), "the shutdown ended a consumer's handler before it finished")
 	done(nil)
 }
 

@@ -1,7 +1,6 @@
 package bindings
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -11,17 +10,13 @@ import (
 	"github.com/shieldrt/shieldglobal/core/queue"
 )
 
-// queueHandle is a reliable delivery a task got from q:pop. The task holds
-// it until it acks or nacks it: meanwhile the runtime's loop extends its
-// visibility timeout every visibility_timeout/3 (a wedged loop stops
-// extending, so the message goes to another consumer instead of being held
-// forever); when the task ends without settling it, the message is
-// released for immediate redelivery.
+// queueHandle is a reliable delivery a task got from q:pop: a lease of the
+// runtime's queue.Leases, which extends it through the loop until the task
+// acks or nacks it, reports it lost, and releases it for immediate
+// redelivery when the task ends without settling it (see queue.Leases).
 type queueHandle struct {
-	o    *queueObj
-	d    *queue.Delivery
-	task *Task // nil when popped outside any task
-	lost bool  // an extension found the message given to another consumer
+	o *queueObj
+	l *queue.Lease
 }
 
 func (b *queueBinding) installHandleType() {
@@ -47,123 +42,34 @@ func (b *queueBinding) installHandleType() {
 	setMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
 		h := selfAs[*queueHandle](argsOf(L, queueHandleType, "__tostring"), 1, queueHandleType)
-		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", queueHandleType, h.o.name, h.d.ID)))
+		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", queueHandleType, h.o.name, h.l.Delivery().ID)))
 		return 1
 	}))
 }
 
-// handleFor is the convert of a reliable pop: msg, handle. Loop only.
-func (o *queueObj) handleFor(L *lua.LState, task *Task, d *queue.Delivery) []lua.LValue {
-	h := &queueHandle{o: o, d: d, task: task}
-	o.hold(h)
+// handleFor is the convert of a reliable pop: msg, handle. The delivery
+// becomes a lease of task (released when it ends; outside tasks, when the
+// runtime closes). Loop only.
+func (o *queueObj) handleFor(L *lua.LState, task *Task, d *queue.Delivery) ([]lua.LValue, error) {
+	var owner any // nil outside tasks: released by Leases.Close
+	if task != nil {
+		owner = task
+	}
+	l, err := o.b.leases.Hold(d, owner)
+	if err != nil {
+		return nil, err
+	}
+	if task != nil {
+		o.b.rt.markTask(task, o.b.ended)
+	}
 	ud := L.NewUserData()
-	ud.Value = h
+	ud.Value = &queueHandle{o: o, l: l}
 	ud.Metatable = L.GetTypeMetatable(queueHandleType)
-	return []lua.LValue{decode(d.Body), ud}
+	return []lua.LValue{decode(d.Body), ud}, nil
 }
 
-// hold starts keeping h: extended while held, released when its task ends.
-func (o *queueObj) hold(h *queueHandle) {
-	rt := o.b.rt
-	if o.held == nil {
-		o.held = map[*queueHandle]struct{}{}
-		rt.OnClose(o.releaseHeld)
-	}
-	o.held[h] = struct{}{}
-	if t := h.task; t != nil {
-		hs := o.b.handles[t]
-		if hs == nil {
-			hs = map[*queueHandle]struct{}{}
-			o.b.handles[t] = hs
-		}
-		hs[h] = struct{}{}
-		rt.markTask(t, o.b.ended)
-	}
-	if o.extendTimer == nil {
-		o.extendTimer = rt.clock().AfterFunc(o.extendEvery(), func() { rt.Post(o.extendHeld) })
-	}
-}
-
-// unhold stops keeping h and reports whether it was kept. Loop only.
-func (o *queueObj) unhold(h *queueHandle) bool {
-	if _, ok := o.held[h]; !ok {
-		return false
-	}
-	delete(o.held, h)
-	if hs := o.b.handles[h.task]; hs != nil {
-		delete(hs, h)
-		if len(hs) == 0 {
-			delete(o.b.handles, h.task)
-		}
-	}
-	return true
-}
-
-// taskEnded releases the deliveries task t still held, for immediate
-// redelivery. Loop only.
-func (b *queueBinding) taskEnded(t *Task) {
-	for h := range b.handles[t] {
-		if h.o.unhold(h) && !h.d.Settled() {
-			b.rt.log.Warn("shield: queue: a task ended holding a reliable message without ack or nack; released for immediate redelivery",
-				"queue", h.o.name, "id", h.d.ID, "task", t.Name)
-			h.o.release(h.d)
-		}
-	}
-	delete(b.handles, t)
-}
-
-func (o *queueObj) extendEvery() time.Duration {
-	return max(o.opts.VisibilityTimeout/3, time.Millisecond)
-}
-
-// extendHeld extends every held delivery in this loop turn (one pipeline on
-// Redis) and re-arms the timer while some are held. Loop only.
-func (o *queueObj) extendHeld() {
-	rt := o.b.rt
-	if len(o.held) == 0 {
-		o.extendTimer = nil
-		return
-	}
-	for h := range o.held {
-		if h.lost || h.d.Settled() {
-			continue
-		}
-		Go(rt, h.d.Extend(), func(_ struct{}, err error) {
-			switch {
-			case err == nil, errors.Is(err, queue.ErrSettled):
-			case errors.Is(err, queue.ErrNotHeld):
-				h.lost = true
-				rt.log.Warn("shield: queue: a held reliable message was given to another consumer (its visibility timeout passed)",
-					"queue", o.name, "id", h.d.ID)
-			default:
-				rt.log.Warn("shield: queue: extending a held reliable message failed; retrying", "queue", o.name, "error", err.Error())
-			}
-		})
-	}
-	o.extendTimer = rt.clock().AfterFunc(o.extendEvery(), func() { rt.Post(o.extendHeld) })
-}
-
-// releaseHeld runs when the runtime closes: handles popped outside tasks are
-// released. A task's own are released when it ends, and extended until
-// then (tasks may finish within the shutdown grace).
-func (o *queueObj) releaseHeld() {
-	for h := range o.held {
-		if h.task == nil {
-			o.unhold(h)
-			o.release(h.d)
-		}
-	}
-}
-
-// release gives d back for immediate redelivery (uncounted), off the loop:
-// it must go out even while the runtime closes.
-func (o *queueObj) release(d *queue.Delivery) {
-	op := d.Release()
-	o.b.svc.background(o.b.rt.log, "releasing a message of "+o.name, func(ctx context.Context) error {
-		_, err := op.Do(ctx)
-		return err
-	})
-}
+// extendEvery is how often the core extends a delivery in flight.
+func (o *queueObj) extendEvery() time.Duration { return o.opts.ExtendInterval() }
 
 // handleArg reads a handle argument of q:ack / q:nack and checks that it is
 // one of this queue's.
@@ -195,7 +101,7 @@ func (h *queueHandle) settleErr(err error) ([]lua.LValue, error) {
 	case errors.Is(err, queue.ErrNotHeld):
 		return reason("not_held")
 	case errors.Is(err, queue.ErrSettled):
-		return nil, fmt.Errorf("the message %s was already acked, nacked or released through this handle", h.d.ID)
+		return nil, fmt.Errorf("the message %s was already acked, nacked or released through this handle", h.l.Delivery().ID)
 	case errors.Is(err, queue.ErrForeign):
 		return nil, fmt.Errorf("handle of another queue")
 	}
@@ -205,13 +111,10 @@ func (h *queueHandle) settleErr(err error) ([]lua.LValue, error) {
 // handle:ack() -> true | nil, "not_held" (its visibility timeout passed
 // and another consumer got the message). Acking twice raises.
 func (h *queueHandle) ack(a args, fn string) int {
-	if h.d.Settled() {
-		a.fail("the message %s was already acked, nacked or released through this handle", h.d.ID)
+	if h.l.Settled() {
+		a.fail("the message %s was already acked, nacked or released through this handle", h.l.Delivery().ID)
 	}
-	return RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.d.Ack(), func(_ *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
-		if err == nil || errors.Is(err, queue.ErrNotHeld) {
-			h.o.unhold(h)
-		}
+	return RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.l.Ack(), func(_ *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
 		if err != nil {
 			return h.settleErr(err)
 		}
@@ -228,13 +131,10 @@ func (h *queueHandle) nack(a args, fn string, n int) int {
 	if a.L.Get(n) != lua.LNil {
 		delay = millisArg(a, n, "delay")
 	}
-	if h.d.Settled() {
-		a.fail("the message %s was already acked, nacked or released through this handle", h.d.ID)
+	if h.l.Settled() {
+		a.fail("the message %s was already acked, nacked or released through this handle", h.l.Delivery().ID)
 	}
-	return RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.d.Nack(delay), func(_ *lua.LState, r queue.NackResult, err error) ([]lua.LValue, error) {
-		if err == nil || errors.Is(err, queue.ErrNotHeld) {
-			h.o.unhold(h)
-		}
+	return RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.l.Nack(delay), func(_ *lua.LState, r queue.NackResult, err error) ([]lua.LValue, error) {
 		switch {
 		case err != nil:
 			return h.settleErr(err)
@@ -250,13 +150,13 @@ func (h *queueHandle) nack(a args, fn string, n int) int {
 // handle:deliveries() -> how many times the message was delivered, this
 // delivery included.
 func (h *queueHandle) deliveries(a args) int {
-	a.L.Push(lua.LNumber(h.d.Deliveries))
+	a.L.Push(lua.LNumber(h.l.Delivery().Deliveries))
 	return 1
 }
 
 // handle:id() -> the message id.
 func (h *queueHandle) id(a args) int {
-	a.L.Push(lua.LString(h.d.ID))
+	a.L.Push(lua.LString(h.l.Delivery().ID))
 	return 1
 }
 

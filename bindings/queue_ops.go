@@ -125,49 +125,37 @@ func (o *queueObj) pop(a args) int {
 		return pop(o, a.L, name, timeout, popKind[*queue.Delivery]{
 			first:    o.rel.Pop,
 			w:        o.rel,
-			giveBack: o.release,
+			giveBack: func(d *queue.Delivery) { o.giveBack(d.Release(), "a message reached a task that had ended") },
 			convert:  o.handleFor,
 		})
 	}
 	var first func() *store.Op[queue.Message]
 	var w queue.Waiter[queue.Message]
+	var up queue.Unpopper
 	switch o.kind {
 	case queue.KindPlain:
-		first, w = o.plain.Pop, o.plain
+		first, w, up = o.plain.Pop, o.plain, o.plain
 	case queue.KindDelay:
-		first, w = o.delay.Pop, o.delay
+		first, w, up = o.delay.Pop, o.delay, o.delay
 	default:
-		first, w = o.prio.Pop, o.prio
+		first, w, up = o.prio.Pop, o.prio, o.prio
 	}
 	return pop(o, a.L, name, timeout, popKind[queue.Message]{
 		first:    first,
 		w:        w,
-		giveBack: o.pushBack,
-		convert:  func(_ *lua.LState, _ *Task, m queue.Message) []lua.LValue { return []lua.LValue{decode(m.Body)} },
+		giveBack: func(m queue.Message) { o.giveBack(up.Unpop(m), "a message reached a task that had ended") },
+		convert: func(_ *lua.LState, _ *Task, m queue.Message) ([]lua.LValue, error) {
+			return []lua.LValue{decode(m.Body)}, nil
+		},
 	})
 }
 
-// pushBack puts a popped message of a plain, delay or priority queue back
-// when the task that popped it ended before it could take it (it was
-// withdrawing its wait when the message arrived): at the tail, at its due
-// time, with its priority. Rare; logged.
-func (o *queueObj) pushBack(m queue.Message) {
-	o.pushBackAfter(m, "a message reached a task that had ended")
-}
-
-// pushBackAfter is pushBack logging why.
-func (o *queueObj) pushBackAfter(m queue.Message, why string) {
-	var op *store.Op[struct{}]
-	switch o.kind {
-	case queue.KindPlain:
-		op = o.plain.Push(m.Body)
-	case queue.KindDelay:
-		op = o.delay.PushAt(m.Body, m.Due)
-	default:
-		op = o.prio.Push(m.Body, m.Priority)
-	}
-	o.b.rt.log.Warn("shield: queue: "+why+"; pushed back", "queue", o.name)
-	o.b.svc.background(o.b.rt.log, "pushing back a message of "+o.name, func(ctx context.Context) error {
+// giveBack sends op, the core's give back of a message nobody processed
+// (queue.Unpopper: it returns to its place, unchanged, uncounted), off the
+// loop: it must go out even while the runtime closes. Rare; logged.
+func (o *queueObj) giveBack(op *store.Op[struct{}], why string) {
+	o.b.rt.log.Warn("shield: queue: "+why+"; given back", "queue", o.name)
+	o.b.svc.background(o.b.rt.log, "giving back a message of "+o.name, func(ctx context.Context) error {
 		_, err := op.Do(ctx)
 		return err
 	})

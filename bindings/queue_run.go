@@ -18,13 +18,14 @@ func values(vals ...lua.LValue) ([]lua.LValue, error) { return vals, nil }
 func reason(why string) ([]lua.LValue, error) { return []lua.LValue{lua.LNil, lua.LString(why)}, nil }
 
 // popKind is what a pop of one kind needs besides the waiter: the first
-// non-blocking attempt, how to give back a message whose task is gone, and
-// how to turn a message into Lua values (on the loop).
+// non-blocking attempt, how to give back a message whose task is gone (the
+// core's one give back: Unpop, or a reliable delivery's Release), and how
+// to turn a message into Lua values (on the loop).
 type popKind[T any] struct {
 	first    func() *store.Op[T]
 	w        queue.Waiter[T]
 	giveBack func(v T)
-	convert  func(L *lua.LState, task *Task, v T) []lua.LValue
+	convert  func(L *lua.LState, task *Task, v T) ([]lua.LValue, error)
 }
 
 // popState is one pop between its start and the moment its task has the
@@ -146,7 +147,7 @@ func (st *popState[T]) result(rt *Runtime, k popKind[T], v T, err error) ([]lua.
 	st.mu.Unlock()
 	switch {
 	case err == nil:
-		return k.convert(rt.L, st.task, v), nil
+		return k.convert(rt.L, st.task, v)
 	case errors.Is(err, queue.ErrEmpty):
 		return values(lua.LNil)
 	case errors.Is(err, queue.ErrTimeout):

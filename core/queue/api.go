@@ -61,6 +61,27 @@ type Waiter[T any] interface {
 	PopWait(timeout time.Duration, done func(T, error)) (cancel func() bool)
 }
 
+// Unpopper is the one "give back" of the plain, delay and priority queues
+// (a reliable delivery's is Release, with the same meaning).
+//
+// Give back means: the message returns as if it had never been popped — in
+// its place, unchanged. A plain message goes to the head of the queue (the
+// next pop takes it, before every message pushed after it); a delay message
+// keeps its due time and a priority message its priority, each ahead of the
+// messages of the same due time or priority pushed after it; EnqueuedAt
+// (which MessageTTL counts from) is kept, and MaxLength is not checked (the
+// message had its place). It is for a message nobody processed: a pop whose
+// caller went away, a handler the shutdown interrupted. Pushing the message
+// again instead would put it behind newer ones, which breaks the FIFO order
+// the queues promise and restarts its MessageTTL at every bounce.
+type Unpopper interface {
+	// Unpop gives back m, a message a Pop, PopWait or Consume of this queue
+	// returned; give each message back at most once. Errors: ErrInvalid (a
+	// message no pop returned), ErrForeign (a message of another queue),
+	// ErrClosed, infrastructure errors.
+	Unpop(m Message) *store.Op[struct{}]
+}
+
 // Plain is a FIFO queue.
 type Plain interface {
 	Name() string
@@ -72,6 +93,7 @@ type Plain interface {
 	// Pop takes the oldest message. Errors: ErrEmpty, infrastructure errors.
 	Pop() *store.Op[Message]
 	Waiter[Message]
+	Unpopper
 	// Length is the number of messages.
 	Length() *store.Op[int64]
 	// Purge drops every message and returns how many there were.
@@ -93,6 +115,7 @@ type Delay interface {
 	// (nothing due), infrastructure errors.
 	Pop() *store.Op[Message]
 	Waiter[Message]
+	Unpopper
 	// Length is the number of messages, due or not.
 	Length() *store.Op[int64]
 	// Pending is the number of messages not yet due.
@@ -114,6 +137,7 @@ type Priority interface {
 	// Pop takes the first message. Errors: ErrEmpty, infrastructure errors.
 	Pop() *store.Op[Message]
 	Waiter[Message]
+	Unpopper
 	Length() *store.Op[int64]
 	Purge() *store.Op[int64]
 	Stats() *store.Op[Stats]
@@ -142,7 +166,9 @@ type Receiver interface {
 	// ErrForeign, ErrNotHeld, infrastructure errors.
 	Nack(d *Delivery, delay time.Duration) *store.Op[NackResult]
 	// Release gives d back for immediate redelivery without counting the
-	// delivery (shutdown, a waiter that gave up). Errors as Nack.
+	// delivery (shutdown, a waiter that gave up, a task that ended holding
+	// it): the reliable queue's unpop, with Unpopper's meaning — the next
+	// pop of the group takes it before any new message. Errors as Nack.
 	Release(d *Delivery) *store.Op[struct{}]
 	// Extend restarts d's visibility timeout, so no other consumer gets the
 	// message while its handler still runs; call it well within

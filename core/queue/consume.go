@@ -113,6 +113,7 @@ type source interface {
 // messageSource adapts a plain, delay or priority queue.
 type messageSource struct {
 	w     Waiter[Message]
+	up    Unpopper
 	clk   Clock
 	reg   func(StopFunc) func()
 	queue string
@@ -124,7 +125,7 @@ func (s messageSource) popWait(timeout time.Duration, done func(*Delivery, error
 			done(nil, err)
 			return
 		}
-		done(&Delivery{Message: m, Deliveries: 1}, nil)
+		done(&Delivery{Message: m, Deliveries: 1, up: s.up}, nil)
 	})
 }
 

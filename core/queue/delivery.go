@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -9,7 +10,8 @@ import (
 
 // Delivery is one delivery of a message to this process: a reliable or
 // broadcast message that must be settled (Ack, Nack or Release), or — in
-// Consume on the other kinds — a popped message whose Ack is a no-op.
+// Consume on the other kinds — a popped message, consumed already, that
+// Release can still give back (Unpop).
 //
 // A Delivery is a handle: settle it once. Ack, Nack and Release mark it
 // settled when they succeed; a second settle fails with ErrSettled.
@@ -23,7 +25,9 @@ type Delivery struct {
 	Group string
 
 	r     receiver // nil for the plain kinds
+	up    Unpopper // the plain kinds' queue (Release)
 	state atomic.Int32
+	lost  atomic.Bool // a settle found the delivery no longer held
 }
 
 // Delivery states.
@@ -46,11 +50,15 @@ type receiver interface {
 	options() Options
 	clock() Clock
 	register(stop StopFunc) (unregister func())
+	// queueLabel names the queue (broadcast: "queue/group") in messages.
+	queueLabel() string
 }
 
-// Ack is d's queue's Ack(d); for the plain kinds it does nothing.
+// Ack is d's queue's Ack(d); for the plain kinds it only settles d (the
+// message was consumed when it was popped).
 func (d *Delivery) Ack() *store.Op[struct{}] {
 	if d.r == nil {
+		d.state.Store(settled)
 		return done(struct{}{})
 	}
 	return d.r.Ack(d)
@@ -64,12 +72,21 @@ func (d *Delivery) Nack(delay time.Duration) *store.Op[NackResult] {
 	return d.r.Nack(d, delay)
 }
 
-// Release is d's queue's Release(d); for the plain kinds it does nothing.
+// Release gives d back (see Unpopper for the one meaning of giving back):
+// d's queue's Release(d), or for the plain kinds its Unpop(d.Message).
+// Errors: those of Release or Unpop; ErrSettled for a plain-kind delivery
+// acknowledged or given back already.
 func (d *Delivery) Release() *store.Op[struct{}] {
-	if d.r == nil {
-		return done(struct{}{})
+	if d.r != nil {
+		return d.r.Release(d)
 	}
-	return d.r.Release(d)
+	if d.up == nil {
+		return store.Failed[struct{}](fmt.Errorf("queue: release: %w: a delivery no pop returned", ErrInvalid))
+	}
+	if !d.state.CompareAndSwap(held, settled) {
+		return store.Failed[struct{}](fmt.Errorf("queue: release: %w", ErrSettled))
+	}
+	return d.up.Unpop(d.Message)
 }
 
 // Extend is d's queue's Extend(d); for the plain kinds it does nothing.
@@ -110,6 +127,9 @@ func (d *Delivery) begin(r receiver, op, name string, settle bool) error {
 // delivery anyway (ErrNotHeld), held again after an infrastructure error so
 // the caller may retry.
 func (d *Delivery) finish(err error) {
+	if isNotHeld(err) {
+		d.lost.Store(true)
+	}
 	if err == nil || isNotHeld(err) {
 		d.state.Store(settled)
 		return

@@ -39,7 +39,7 @@ func consume(src source, o ConsumeOptions, h Handler) (StopFunc, error) {
 	if e.r != nil {
 		opts := e.r.options()
 		e.retryDelay = opts.RetryDelay
-		e.extendEvery = max(opts.VisibilityTimeout/3, time.Millisecond)
+		e.extendEvery = opts.ExtendInterval()
 	}
 	e.unregister = src.register(e.stop)
 	go e.run()

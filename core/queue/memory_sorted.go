@@ -79,7 +79,7 @@ func (s *memSorted) push(op string, bodies [][]byte, score func(now time.Time) (
 		for _, b := range bodies {
 			sc, due := score(now)
 			s.seq++
-			msg := Message{Body: b, EnqueuedAt: now, Due: due}
+			msg := Message{Body: b, EnqueuedAt: now, Due: due, from: s, seq: s.seq}
 			if s.kind == KindPriority {
 				msg.Priority = sc
 			}
@@ -177,6 +177,35 @@ func (s *memSorted) pop() *store.Op[Message] {
 	})
 }
 
+// Unpop puts m back with its score and sequence number: its old place.
+func (s *memSorted) Unpop(m Message) *store.Op[struct{}] {
+	if m.seq == 0 {
+		return store.Failed[struct{}](invalid("unpop", s.name, "a message no pop returned"))
+	}
+	if m.from != s {
+		return store.Failed[struct{}](opErr("unpop", s.name, ErrForeign))
+	}
+	return store.Local(func() (struct{}, error) {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return struct{}{}, opErr("unpop", s.name, ErrClosed)
+		}
+		var score float64
+		switch s.kind {
+		case KindDelay:
+			score = float64(ms(m.Due))
+		case KindPriority:
+			score = m.Priority
+		}
+		heap.Push(&s.items, sortedItem{score: score, seq: m.seq, msg: m})
+		gs := s.serve()
+		s.mu.Unlock()
+		callAll(gs)
+		return struct{}{}, nil
+	})
+}
+
 func (s *memSorted) PopWait(timeout time.Duration, done func(Message, error)) func() bool {
 	if err := checkTimeout("pop", s.name, timeout); err != nil {
 		done(Message{}, err)
@@ -250,7 +279,7 @@ func (s *memSorted) Stats() *store.Op[Stats] {
 }
 
 func (s *memSorted) Consume(o ConsumeOptions, h Handler) (StopFunc, error) {
-	return consume(messageSource{w: s, clk: s.m.clk, reg: s.m.register, queue: s.name}, o, h)
+	return consume(messageSource{w: s, up: s, clk: s.m.clk, reg: s.m.register, queue: s.name}, o, h)
 }
 
 func (s *memSorted) close() {

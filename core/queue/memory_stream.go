@@ -641,6 +641,7 @@ func (r *memReceiver) extendMany(ds []*Delivery) *store.Op[[]error] {
 }
 
 func (r *memReceiver) options() Options              { return r.s.o }
+func (r *memReceiver) queueLabel() string            { return r.label() }
 func (r *memReceiver) clock() Clock                  { return r.s.m.clk }
 func (r *memReceiver) register(stop StopFunc) func() { return r.s.m.register(stop) }
 

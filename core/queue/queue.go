@@ -85,8 +85,8 @@ var (
 	// ErrSettled is returned by Ack, Nack and Extend for a delivery that
 	// was already acknowledged, nacked or released through this handle.
 	ErrSettled = errors.New("queue: delivery already settled")
-	// ErrForeign is returned by Ack, Nack and Extend of a queue given a
-	// delivery of another queue (or broadcast group).
+	// ErrForeign is returned by Ack, Nack, Extend and Unpop of a queue given
+	// a delivery or message of another queue (or broadcast group).
 	ErrForeign = errors.New("queue: delivery of another queue")
 	// ErrInvalid is wrapped by every call given an invalid argument; the
 	// message names the argument and its value.
@@ -207,7 +207,19 @@ type Message struct {
 	// Priority is a priority-queue message's priority; 0 for other kinds.
 	Priority float64
 
-	raw string // backend form, to put the message back unchanged
+	// Where the message came from, to give it back unchanged (Unpop): the
+	// queue that popped it, its Redis form, its memory sequence number.
+	from any
+	raw  string
+	seq  uint64
+}
+
+// ExtendInterval is how often a reliable or broadcast delivery in flight
+// is extended (by Consume and by a Leases): a third of the visibility
+// timeout, so that two extensions may fail before the message goes to
+// another consumer.
+func (o Options) ExtendInterval() time.Duration {
+	return max(o.VisibilityTimeout/3, time.Millisecond)
 }
 
 // Stats are the ops facts of one queue (or one broadcast group).

@@ -107,6 +107,7 @@ func (s *redisSorted) popCmd(n int, wait bool) (*store.ScriptCmd, func() (popRes
 				if !ok {
 					msg = Message{Body: []byte(raw), raw: raw} // not ours: deliver as is
 				}
+				msg.from = s
 				res.items = append(res.items, msg)
 			}
 			return res, rep.End()
@@ -126,6 +127,7 @@ func (s *redisSorted) popCmd(n int, wait bool) (*store.ScriptCmd, func() (popRes
 			if err != nil {
 				return res, opErr("pop", s.name, err)
 			}
+			msg.from = s
 			res.items = append(res.items, msg)
 		}
 		return res, rep.End()
@@ -168,6 +170,22 @@ func parseZsetMember(member, score string, kind Kind) (Message, error) {
 	}
 	msg.raw = score + "\x00" + member
 	return msg, nil
+}
+
+// Unpop puts m back unchanged: a plain message at the head of the list, a
+// delay or priority message with its score and member (so its sequence
+// number keeps its place among equal scores).
+func (s *redisSorted) Unpop(m Message) *store.Op[struct{}] {
+	if m.raw == "" {
+		return store.Failed[struct{}](invalid("unpop", s.name, "a message no pop returned"))
+	}
+	if m.from != s {
+		return store.Failed[struct{}](opErr("unpop", s.name, ErrForeign))
+	}
+	if s.r.isClosed() {
+		return store.Failed[struct{}](opErr("unpop", s.name, ErrClosed))
+	}
+	return s.unpop([]Message{m})
 }
 
 // unpop puts popped messages back.
@@ -257,7 +275,7 @@ func (s *redisSorted) Consume(o ConsumeOptions, h Handler) (StopFunc, error) {
 	if s.r.isClosed() {
 		return nil, opErr("consume", s.name, ErrClosed)
 	}
-	return consume(messageSource{w: s, clk: clock.Real, reg: s.r.register, queue: s.name}, o, h)
+	return consume(messageSource{w: s, up: s, clk: clock.Real, reg: s.r.register, queue: s.name}, o, h)
 }
 
 // redisPlain is a Redis FIFO queue.

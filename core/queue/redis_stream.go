@@ -423,6 +423,7 @@ func (rc *redisReceiver) extendMany(ds []*Delivery) *store.Op[[]error] {
 }
 
 func (rc *redisReceiver) options() Options              { return rc.s.o }
+func (rc *redisReceiver) queueLabel() string            { return rc.label }
 func (rc *redisReceiver) clock() Clock                  { return clock.Real }
 func (rc *redisReceiver) register(stop StopFunc) func() { return rc.s.r.register(stop) }
 

@@ -7,7 +7,7 @@
 -- ARGV[2..] score, member pairs as zset_pop returned them
 -- Returns the queue length.
 for i = 2, #ARGV, 2 do
-  redis.call('ZADD', KEYS[1], ARGV[i + 1], ARGV[i])
+  redis.call('ZADD', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 wake(KEYS[2], ARGV[1], '')
 return redis.call('ZCARD', KEYS[1])
