@@ -290,6 +290,38 @@ func (c opsConsole) Lock(ctx context.Context, name string) (ops.LockView, error)
 	return ops.LockInfo(name, i), nil
 }
 
+func (c opsConsole) HeldLocks(ctx context.Context) (ops.HeldLocksView, error) {
+	if c.m.localLocks == nil {
+		return ops.HeldLocksOf(lock.HeldLocks{}, nil, nil, time.Now()), nil
+	}
+	held := lock.ListHeld(c.m.localLocks, ops.HeldLimit, ops.HeldOwners)
+	// The backend's side of the distributed ones (token, lease, holders in
+	// other processes): one pipeline, bounded.
+	var names []string
+	var reads []*store.Op[lock.Info]
+	for _, l := range held.Locks {
+		if !l.Distributed || len(reads) == ops.HeldBackendReads || c.m.distLocks == nil {
+			continue
+		}
+		be := c.m.distLocks
+		if l.Kind == "distributed_mutex" && c.m.locks.Redlock != nil {
+			be = c.m.locks.Redlock // distributed mutexes live on the Redlock nodes
+		}
+		names = append(names, l.Name)
+		reads = append(reads, be.Info(l.Name))
+	}
+	infos, errs := store.DoAll(ctx, reads)
+	backend, failed := make(map[string]lock.Info, len(names)), map[string]error{}
+	for i, n := range names {
+		if errs[i] != nil {
+			failed[n] = errs[i]
+			continue
+		}
+		backend[n] = infos[i]
+	}
+	return ops.HeldLocksOf(held, backend, failed, c.m.clock.Now()), nil
+}
+
 func (c opsConsole) LoopLag() ops.LagView {
 	if c.m.metrics == nil {
 		return ops.LagView{}
