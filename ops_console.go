@@ -44,14 +44,9 @@ var errQueuesOff = fmt.Errorf("%w: queues are disabled (queue.enabled: false)", 
 func (c opsConsole) Queues(ctx context.Context) ([]ops.QueueView, error) {
 	qs, err := c.m.QueueStats(ctx)
 	out := make([]ops.QueueView, 0, len(qs))
-	for _, q := range qs {
-		out = append(out, ops.QueueView{Name: q.Name, Kind: q.Kind.String(), Length: q.Length, InFlight: q.InFlight,
-			Ready: q.Ready, Pending: q.Pending, Retrying: q.Retrying, Consumers: q.Consumers,
-			LocalConsumers: int64(q.LocalConsumers), DeadLetters: q.DeadLetters})
-	}
 	ages, aerr := c.m.oldestAges(ctx, qs)
-	for i := range out {
-		out[i].OldestAgeMs = ages[i]
+	for i, q := range qs {
+		out = append(out, ops.QueueViewOf(q.Stats, q.LocalConsumers, ages[i]))
 	}
 	return out, errors.Join(err, aerr)
 }
@@ -168,16 +163,7 @@ func (c opsConsole) Tasks(ctx context.Context) ([]ops.TaskView, error) {
 	}
 	out := make([]ops.TaskView, 0, len(infos))
 	for _, i := range infos {
-		t := ops.TaskView{Name: i.Name, Schedule: i.Schedule, Status: ops.TaskStatus(string(i.Status)), Runs: i.RunCount,
-			Failures: i.Failed, Missed: i.Missed, Skipped: i.Skipped, LastError: i.LastError,
-			Distributed: i.Distributed, Running: i.Running}
-		if !i.NextRun.IsZero() {
-			t.NextRun = ops.Timestamp(i.NextRun.UnixMilli())
-		}
-		if !i.LastRun.IsZero() {
-			t.LastRun = ops.Timestamp(i.LastRun.UnixMilli())
-		}
-		out = append(out, t)
+		out = append(out, ops.TaskViewOf(i))
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shieldrt/shieldglobal/core/lock"
+	"github.com/shieldrt/shieldglobal/core/queue"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 )
 
@@ -29,6 +30,15 @@ type QueueView struct {
 	// time, reliable queues from the oldest unacknowledged message); null
 	// when there is none.
 	OldestAgeMs *int64 `json:"oldest_age_ms"`
+}
+
+// QueueViewOf is the console's (and the admin CLI's) view of a queue: its
+// stats, the consume / subscribe handles of this process, and how long its
+// oldest message has waited (AgeMs).
+func QueueViewOf(st queue.Stats, localConsumers int, oldestAgeMs *int64) QueueView {
+	return QueueView{Name: st.Name, Kind: st.Kind.String(), Length: st.Length, InFlight: st.InFlight, Ready: st.Ready,
+		Pending: st.Pending, Retrying: st.Retrying, Consumers: st.Consumers, LocalConsumers: int64(localConsumers),
+		DeadLetters: st.DeadLetters, OldestAgeMs: oldestAgeMs}
 }
 
 // AgeMs is the age at now of a message waiting since t, in ms (never
@@ -86,6 +96,42 @@ type TaskView struct {
 	LastError   string  `json:"last_error"`
 	Distributed bool    `json:"distributed"`
 	Running     int     `json:"running"`
+}
+
+// TaskViewOf is the console's (and the admin CLI's) view of a task.
+func TaskViewOf(i scheduler.Info) TaskView {
+	next, last := runTimes(i)
+	return TaskView{Name: i.Name, Schedule: i.Schedule, Status: TaskStatus(string(i.Status)), NextRun: next, LastRun: last,
+		Runs: i.RunCount, Failures: i.Failed, Missed: i.Missed, Skipped: i.Skipped, LastError: i.LastError,
+		Distributed: i.Distributed, Running: i.Running}
+}
+
+// SchedulerTaskOf is GET /ops/scheduler's entry of a task: the spec's
+// fields and the failure counters. failing says an attempt of the task
+// failed in this process with its retries still to come (StatusFailing,
+// like the scheduler's "error").
+func SchedulerTaskOf(i scheduler.Info, failing bool) Task {
+	next, last := runTimes(i)
+	t := Task{Name: i.Name, Schedule: i.Schedule, Status: string(i.Status), NextRun: next, LastRun: last,
+		RunCount: i.RunCount, Distributed: i.Distributed, Failures: i.Failed, Missed: i.Missed, Skipped: i.Skipped}
+	if i.Status == scheduler.StatusError || (failing && i.Status == scheduler.StatusActive) {
+		t.Status = StatusFailing
+	}
+	if i.LastError != "" {
+		t.LastError = &i.LastError
+	}
+	return t
+}
+
+// runTimes are a task's next and last run as Timestamps (null when none).
+func runTimes(i scheduler.Info) (next, last *string) {
+	if !i.NextRun.IsZero() {
+		next = Timestamp(i.NextRun.UnixMilli())
+	}
+	if !i.LastRun.IsZero() {
+		last = Timestamp(i.LastRun.UnixMilli())
+	}
+	return next, last
 }
 
 // BoardView is one leaderboard this process opened.
