@@ -161,21 +161,8 @@ func (m *Module) opsScheduler(ctx context.Context) (ops.Scheduler, error) {
 	listed := make(map[string]bool, len(infos))
 	for _, i := range infos {
 		listed[i.Name] = true
-		t := ops.Task{Name: i.Name, Schedule: i.Schedule, Status: string(i.Status), RunCount: i.RunCount, Distributed: i.Distributed,
-			Failures: i.Failed, Missed: i.Missed, Skipped: i.Skipped}
-		if _, failed := m.failing.Load(i.Name); i.Status == scheduler.StatusError || (failed && i.Status == scheduler.StatusActive) {
-			t.Status = ops.StatusFailing
-		}
-		if i.LastError != "" {
-			t.LastError = &i.LastError
-		}
-		if !i.NextRun.IsZero() {
-			t.NextRun = ops.Timestamp(i.NextRun.UnixMilli())
-		}
-		if !i.LastRun.IsZero() {
-			t.LastRun = ops.Timestamp(i.LastRun.UnixMilli())
-		}
-		rep.Tasks = append(rep.Tasks, t)
+		_, failing := m.failing.Load(i.Name)
+		rep.Tasks = append(rep.Tasks, ops.SchedulerTaskOf(i, failing))
 	}
 	m.failing.Range(func(k, _ any) bool { // forget removed tasks
 		if !listed[k.(string)] {

@@ -44,14 +44,9 @@ var errQueuesOff = fmt.Errorf("%w: queues are disabled (queue.enabled: false)", 
 func (c opsConsole) Queues(ctx context.Context) ([]ops.QueueView, error) {
 	qs, err := c.m.QueueStats(ctx)
 	out := make([]ops.QueueView, 0, len(qs))
-	for _, q := range qs {
-		out = append(out, ops.QueueView{Name: q.Name, Kind: q.Kind.String(), Length: q.Length, InFlight: q.InFlight,
-			Ready: q.Ready, Pending: q.Pending, Retrying: q.Retrying, Consumers: q.Consumers,
-			LocalConsumers: int64(q.LocalConsumers), DeadLetters: q.DeadLetters})
-	}
 	ages, aerr := c.m.oldestAges(ctx, qs)
-	for i := range out {
-		out[i].OldestAgeMs = ages[i]
+	for i, q := range qs {
+		out = append(out, ops.QueueViewOf(q.Stats, q.LocalConsumers, ages[i]))
 	}
 	return out, errors.Join(err, aerr)
 }
@@ -168,16 +163,7 @@ func (c opsConsole) Tasks(ctx context.Context) ([]ops.TaskView, error) {
 	}
 	out := make([]ops.TaskView, 0, len(infos))
 	for _, i := range infos {
-		t := ops.TaskView{Name: i.Name, Schedule: i.Schedule, Status: ops.TaskStatus(string(i.Status)), Runs: i.RunCount,
-			Failures: i.Failed, Missed: i.Missed, Skipped: i.Skipped, LastError: i.LastError,
-			Distributed: i.Distributed, Running: i.Running}
-		if !i.NextRun.IsZero() {
-			t.NextRun = ops.Timestamp(i.NextRun.UnixMilli())
-		}
-		if !i.LastRun.IsZero() {
-			t.LastRun = ops.Timestamp(i.LastRun.UnixMilli())
-		}
-		out = append(out, t)
+		out = append(out, ops.TaskViewOf(i))
 	}
 	return out, nil
 }
@@ -288,6 +274,38 @@ func (c opsConsole) Lock(ctx context.Context, name string) (ops.LockView, error)
 		return ops.LockView{}, consoleErr(err)
 	}
 	return ops.LockInfo(name, i), nil
+}
+
+func (c opsConsole) HeldLocks(ctx context.Context) (ops.HeldLocksView, error) {
+	if c.m.localLocks == nil {
+		return ops.HeldLocksOf(lock.HeldLocks{}, nil, nil, time.Now()), nil
+	}
+	held := lock.ListHeld(c.m.localLocks, ops.HeldLimit, ops.HeldOwners)
+	// The backend's side of the distributed ones (token, lease, holders in
+	// other processes): one pipeline, bounded.
+	var names []string
+	var reads []*store.Op[lock.Info]
+	for _, l := range held.Locks {
+		if !l.Distributed || len(reads) == ops.HeldBackendReads || c.m.distLocks == nil {
+			continue
+		}
+		be := c.m.distLocks
+		if l.Kind == "distributed_mutex" && c.m.locks.Redlock != nil {
+			be = c.m.locks.Redlock // distributed mutexes live on the Redlock nodes
+		}
+		names = append(names, l.Name)
+		reads = append(reads, be.Info(l.Name))
+	}
+	infos, errs := store.DoAll(ctx, reads)
+	backend, failed := make(map[string]lock.Info, len(names)), map[string]error{}
+	for i, n := range names {
+		if errs[i] != nil {
+			failed[n] = errs[i]
+			continue
+		}
+		backend[n] = infos[i]
+	}
+	return ops.HeldLocksOf(held, backend, failed, c.m.clock.Now()), nil
 }
 
 func (c opsConsole) LoopLag() ops.LagView {

@@ -16,12 +16,13 @@ import (
 
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/internal/testbrowser"
+	"github.com/shieldrt/shieldglobal/ops"
 )
 
 // consoleScenario is what an operator should see on the console: a reliable
 // queue with two dead letters and one message waiting, a plain queue, three
-// tasks (one failing), a board of 20, a distributed lock held by a task, a
-// rate limiter that refused once.
+// tasks (one failing), a board of 20, a distributed lock, a mutex and an
+// rwlock's two read sides held by tasks, a rate limiter that refused once.
 const consoleScenario = `
 	local jobs = shield.reliable_queue("console_jobs", { max_retries = 0, retry_delay = 0 })
 	jobs:push({ job = 1, player = "p1" }); jobs:push({ job = 2, player = "p2" })
@@ -40,7 +41,11 @@ const consoleScenario = `
 
 	local m = shield.distributed_mutex("console_lock")
 	shield.spawn(function() m:acquire(); held = true; shield.sleep(math.huge) end)
-	while not held do shield.sleep(1) end
+	local inv = shield.mutex("console_inventory:42")
+	shield.spawn(function() inv:acquire(); inv_held = true; shield.sleep(math.huge) end)
+	local tbl = shield.rwlock("console_table")
+	for i = 1, 2 do shield.spawn(function() tbl:read_lock():acquire(); readers = (readers or 0) + 1; shield.sleep(math.huge) end) end
+	while not (held and inv_held and readers == 2) do shield.sleep(1) end
 
 	local l = shield.rate_limiter("console_rl", { rate = 1, burst = 1 })
 	assert(l:allow("ip")); assert(not l:allow("ip"))
@@ -201,9 +206,23 @@ func TestOpsConsoleBrowser(t *testing.T) {
 	until("p10 and 3 on each side", `document.querySelectorAll("#board-around tr[data-uid]").length === 7 && document.querySelector('#board-around tr.me[data-uid="p10"]') !== null`)
 	shot("boards")
 
-	// Locks: one held here; the named lock's owner from Redis.
+	// Locks: four holds here, listed by name with their kind, the
+	// distributed one with its token from Redis; the named lock's owner
+	// from Redis.
 	run("locks page", chromedp.Navigate(base+"#locks"))
-	until("one held", `document.querySelector('#lock-facts dd[data-fact="held"]')?.textContent === "1"`)
+	until("four held", `document.querySelector('#lock-facts dd[data-fact="held"]')?.textContent === "4"`)
+	until("the held locks by name", `document.querySelectorAll("#held-locks tr[data-lock]").length === 3`)
+	for name, kind := range map[string]string{"console_lock": "distributed_mutex", "console_inventory:42": "mutex", "console_table": "rwlock"} {
+		if got := text(fmt.Sprintf(`#held-locks tr[data-lock=%q] td[data-col="kind"]`, name)); got != kind {
+			t.Fatalf("held lock %s: kind %q, want %q", name, got, kind)
+		}
+	}
+	if got := text(`#held-locks tr[data-lock="console_table"] td[data-col="holders"]`); got != "2 readers" {
+		t.Fatalf("console_table holders %q", got)
+	}
+	if got := text(`#held-locks tr[data-lock="console_lock"] td[data-col="token"]`); got == "" || strings.Trim(got, "0123456789") != "" {
+		t.Fatalf("console_lock token %q, want the fencing token", got)
+	}
 	run("look up console_lock", chromedp.SendKeys(chromedp.CSS("#lock-name"), "console_lock"), chromedp.Click(chromedp.CSS("#lock-form button[type=submit]")))
 	until("its owner", `document.querySelector('#lock-info dd[data-fact="lock-held"]')?.textContent === "yes" && document.querySelectorAll('#lock-owners td[data-col="owner"]').length === 1`)
 	if ttl := text(`#lock-info dd[data-fact="lock-ttl"]`); !strings.HasSuffix(ttl, " ms") {
@@ -290,6 +309,32 @@ func TestOpsConsoleActions(t *testing.T) {
 				}
 				return got
 			}
+			// The locks held in this process, by name and kind; the
+			// distributed one with the backend's token and its holder.
+			var locks struct {
+				Held    int64
+				Process ops.HeldLocksView
+			}
+			get("locks", &locks)
+			byName := map[string]ops.HeldLockView{}
+			for _, l := range locks.Process.Locks {
+				byName[l.Name] = l
+			}
+			if locks.Held != 4 || locks.Process.Total != 3 || len(byName) != 3 {
+				t.Fatalf("locks page: %+v", locks)
+			}
+			if l := byName["console_lock"]; l.Kind != "distributed_mutex" || !l.Distributed || l.Token == nil || *l.Token <= 0 ||
+				l.TTLMs <= 0 || len(l.Owners) != 1 || l.Owners[0].State != "held" || l.BackendError != "" {
+				t.Fatalf("console_lock: %+v", l)
+			}
+			if l := byName["console_inventory:42"]; l.Kind != "mutex" || l.Distributed || l.Holders != 1 || l.Token != nil || l.TTLMs != -1 ||
+				l.HeldSince == nil || len(l.Owners) != 1 || !strings.Contains(l.Owners[0].Owner, ":coroutine-") {
+				t.Fatalf("console_inventory:42: %+v", l)
+			}
+			if l := byName["console_table"]; l.Kind != "rwlock" || l.Readers != 2 || l.Writers != 0 || len(l.Owners) != 2 {
+				t.Fatalf("console_table: %+v", l)
+			}
+
 			var dead struct {
 				DeadLetters []struct{ ID string } `json:"dead_letters"`
 			}

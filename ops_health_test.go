@@ -131,9 +131,10 @@ func TestReadyzWhenRedisDoesNotAnswer(t *testing.T) {
 	check := func(t *testing.T, url, reason string) {
 		t.Helper()
 		status, body, took := probe(t, url)
-		// On a loaded machine the probe's own deadline can come before the
-		// check's (100 ms apart): that answer is a 503 too, naming the
-		// check instead of Redis.
+		// On a loaded machine the answer's deadline (ops.ReadyTimeout) can
+		// pass before the check, whose deadline comes 100 ms earlier (the
+		// budget's answer margin), has returned: that answer is a 503 too,
+		// naming the check instead of Redis.
 		late := strings.Contains(body["reason"], "backend check did not finish within")
 		if status != http.StatusServiceUnavailable || body["status"] != "failing" || !(strings.Contains(body["reason"], reason) || late) {
 			t.Fatalf("/readyz: %d %v, want 503 with %q", status, body, reason)

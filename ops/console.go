@@ -43,6 +43,10 @@ type Console interface {
 	Board(ctx context.Context, name string, top int, member string, around int) (BoardDetail, error)
 	// Lock reads a distributed lock's state from the backend.
 	Lock(ctx context.Context, name string) (LockView, error)
+	// HeldLocks lists the locks tasks of this process hold or wait for
+	// (see HeldLocksOf); a backend that cannot be read shows in the
+	// distributed locks' BackendError, not as an error.
+	HeldLocks(ctx context.Context) (HeldLocksView, error)
 	// LoopLag summarizes the loop-lag probes so far.
 	LoopLag() LagView
 
@@ -148,6 +152,12 @@ func mountConsole(open, api *http.ServeMux, admin bool, src Sources, log *slog.L
 			return nil, err
 		}
 		p := locksPage{Held: s.Locks.Held, Waiting: s.Locks.Waiting, Lost: s.Locks.Lost, Abandoned: s.Locks.Abandoned}
+		if p.Process, err = c.HeldLocks(ctx); err != nil {
+			return nil, err
+		}
+		if p.Process.Locks == nil {
+			p.Process.Locks = []HeldLockView{}
+		}
 		if name := r.URL.Query().Get("name"); name != "" {
 			l, err := c.Lock(ctx, name)
 			if err != nil {

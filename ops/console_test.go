@@ -18,6 +18,7 @@ import (
 type recorder struct {
 	mu      sync.Mutex
 	actions []string
+	held    HeldLocksView
 }
 
 func (r *recorder) did(s string) { r.mu.Lock(); r.actions = append(r.actions, s); r.mu.Unlock() }
@@ -38,6 +39,11 @@ func (r *recorder) Board(_ context.Context, name string, _ int, _ string, _ int)
 }
 func (r *recorder) Lock(context.Context, string) (LockView, error) { return LockView{}, nil }
 func (r *recorder) LoopLag() LagView                               { return LagView{} }
+func (r *recorder) HeldLocks(context.Context) (HeldLocksView, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held, nil
+}
 func (r *recorder) Requeue(_ context.Context, q string, ids []string) (int64, error) {
 	r.did(fmt.Sprintf("requeue %s %v", q, ids))
 	return int64(len(ids)), nil

@@ -1,10 +1,12 @@
 package ops
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
 	"github.com/shieldrt/shieldglobal/core/lock"
+	"github.com/shieldrt/shieldglobal/core/queue"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 )
 
@@ -28,6 +30,15 @@ type QueueView struct {
 	// time, reliable queues from the oldest unacknowledged message); null
 	// when there is none.
 	OldestAgeMs *int64 `json:"oldest_age_ms"`
+}
+
+// QueueViewOf is the console's (and the admin CLI's) view of a queue: its
+// stats, the consume / subscribe handles of this process, and how long its
+// oldest message has waited (AgeMs).
+func QueueViewOf(st queue.Stats, localConsumers int, oldestAgeMs *int64) QueueView {
+	return QueueView{Name: st.Name, Kind: st.Kind.String(), Length: st.Length, InFlight: st.InFlight, Ready: st.Ready,
+		Pending: st.Pending, Retrying: st.Retrying, Consumers: st.Consumers, LocalConsumers: int64(localConsumers),
+		DeadLetters: st.DeadLetters, OldestAgeMs: oldestAgeMs}
 }
 
 // AgeMs is the age at now of a message waiting since t, in ms (never
@@ -87,6 +98,42 @@ type TaskView struct {
 	Running     int     `json:"running"`
 }
 
+// TaskViewOf is the console's (and the admin CLI's) view of a task.
+func TaskViewOf(i scheduler.Info) TaskView {
+	next, last := runTimes(i)
+	return TaskView{Name: i.Name, Schedule: i.Schedule, Status: TaskStatus(string(i.Status)), NextRun: next, LastRun: last,
+		Runs: i.RunCount, Failures: i.Failed, Missed: i.Missed, Skipped: i.Skipped, LastError: i.LastError,
+		Distributed: i.Distributed, Running: i.Running}
+}
+
+// SchedulerTaskOf is GET /ops/scheduler's entry of a task: the spec's
+// fields and the failure counters. failing says an attempt of the task
+// failed in this process with its retries still to come (StatusFailing,
+// like the scheduler's "error").
+func SchedulerTaskOf(i scheduler.Info, failing bool) Task {
+	next, last := runTimes(i)
+	t := Task{Name: i.Name, Schedule: i.Schedule, Status: string(i.Status), NextRun: next, LastRun: last,
+		RunCount: i.RunCount, Distributed: i.Distributed, Failures: i.Failed, Missed: i.Missed, Skipped: i.Skipped}
+	if i.Status == scheduler.StatusError || (failing && i.Status == scheduler.StatusActive) {
+		t.Status = StatusFailing
+	}
+	if i.LastError != "" {
+		t.LastError = &i.LastError
+	}
+	return t
+}
+
+// runTimes are a task's next and last run as Timestamps (null when none).
+func runTimes(i scheduler.Info) (next, last *string) {
+	if !i.NextRun.IsZero() {
+		next = Timestamp(i.NextRun.UnixMilli())
+	}
+	if !i.LastRun.IsZero() {
+		last = Timestamp(i.LastRun.UnixMilli())
+	}
+	return next, last
+}
+
 // BoardView is one leaderboard this process opened.
 type BoardView struct {
 	Name    string `json:"name"`
@@ -140,13 +187,132 @@ type LagView struct {
 	P99Ms float64 `json:"p99_ms"`
 }
 
+// HeldLocksView is the locks tasks of this process hold or wait for: the
+// first HeldLimit (distributed ones first, then in-process ones, each by
+// name) and the total.
+type HeldLocksView struct {
+	Total     int            `json:"total"`
+	Truncated bool           `json:"truncated"`
+	Locks     []HeldLockView `json:"locks"`
+}
+
+// HeldLockView is one lock held in this process (lock.HeldLock), with, for
+// a distributed one, what the backend says of it.
+type HeldLockView struct {
+	Name string `json:"name"`
+	// Kind is "mutex", "spinlock", "rwlock", "distributed_mutex" or
+	// "distributed_rwlock" ("+"-joined when several kinds share the name).
+	Kind        string `json:"kind"`
+	Distributed bool   `json:"distributed"`
+	// Holders counts the holds in this process: Readers shared, Writers
+	// exclusive. Waiting counts the acquires queued in this process.
+	Holders int `json:"holders"`
+	Readers int `json:"readers"`
+	Writers int `json:"writers"`
+	Waiting int `json:"waiting"`
+	// HeldSince is the oldest listed hold's acquisition; HeldMs its age.
+	HeldSince *string `json:"held_since"`
+	HeldMs    int64   `json:"held_ms"`
+	// TTLMs is the remaining lease: the backend's for a distributed lock
+	// read from it (else this process's count of it), the shortest of the
+	// holds' ttls for an in-process lock; -1 for none.
+	TTLMs int64 `json:"ttl_ms"`
+	// Token is a distributed lock's fencing token, from the backend (null:
+	// in-process, or not read).
+	Token  *int64          `json:"token"`
+	Owners []HeldOwnerView `json:"owners"`
+	// BackendError says why the backend could not be read, or that it was
+	// not (past HeldBackendReads distributed locks).
+	BackendError string `json:"backend_error,omitempty"`
+}
+
+// HeldOwnerView is one hold of a HeldLockView.
+type HeldOwnerView struct {
+	Owner string  `json:"owner"`
+	Mode  string  `json:"mode"`
+	Count int     `json:"count"`
+	Since *string `json:"since"`
+	// State is "held"; for a distributed lock, "acquiring" when the task
+	// passed this process's gate but the backend does not list it as a
+	// holder (its attempt is in flight or waits for another process), and
+	// "unknown" when the backend was not read.
+	State   string `json:"state"`
+	Service string `json:"service,omitempty"`
+}
+
+// The bounds of the locks page: the locks listed, the holds listed per
+// lock, and the distributed locks whose backend state is read (one
+// pipeline) per request.
+const (
+	HeldLimit        = 200
+	HeldOwners       = 10
+	HeldBackendReads = 50
+)
+
+// HeldLocksOf is the console's view of held (lock.ListHeld) at now.
+// backend has the backend's Info of the distributed locks that were read,
+// by name; failed the errors of those that could not be.
+func HeldLocksOf(held lock.HeldLocks, backend map[string]lock.Info, failed map[string]error, now time.Time) HeldLocksView {
+	v := HeldLocksView{Total: held.Total, Truncated: held.Total > len(held.Locks), Locks: make([]HeldLockView, 0, len(held.Locks))}
+	for _, l := range held.Locks {
+		h := HeldLockView{Name: l.Name, Kind: l.Kind, Distributed: l.Distributed, Holders: l.Holders, Readers: l.Readers,
+			Writers: l.Holders - l.Readers, Waiting: l.Waiting, TTLMs: -1, Owners: make([]HeldOwnerView, 0, len(l.Owners))}
+		info, read := backend[l.Name]
+		remote := map[string]lock.Holder{}
+		for _, o := range info.Owners {
+			remote[o.Owner] = o
+		}
+		for i, o := range l.Owners {
+			ov := HeldOwnerView{Owner: o.Owner, Mode: o.Mode.String(), Count: o.Count, Since: Timestamp(o.AcquiredAt.UnixMilli()), State: "held"}
+			if i == 0 {
+				h.HeldSince, h.HeldMs = ov.Since, max(now.Sub(o.AcquiredAt).Milliseconds(), 0)
+			}
+			if !o.ExpiresAt.IsZero() {
+				if left := max(o.ExpiresAt.Sub(now).Milliseconds(), 0); h.TTLMs < 0 || left < h.TTLMs {
+					h.TTLMs = left
+				}
+			}
+			if l.Distributed {
+				r, ok := remote[o.Owner]
+				switch {
+				case !read:
+					ov.State = "unknown"
+				case !ok:
+					ov.State = "acquiring"
+				default:
+					ov.Service = r.ServiceName
+				}
+			}
+			h.Owners = append(h.Owners, ov)
+		}
+		switch {
+		case !l.Distributed:
+		case read && info.Held:
+			tok := info.Token
+			h.Token, h.TTLMs = &tok, info.TTL.Milliseconds()
+			if info.TTL < 0 {
+				h.TTLMs = -1
+			}
+		case read: // the backend has no hold: the tasks are acquiring
+			h.TTLMs = -1
+		case failed[l.Name] != nil:
+			h.BackendError = failed[l.Name].Error()
+		default:
+			h.BackendError = fmt.Sprintf("not read: only the first %d distributed locks are read from the backend", HeldBackendReads)
+		}
+		v.Locks = append(v.Locks, h)
+	}
+	return v
+}
+
 // locksPage, limitersPage and runtimePage are the pages read from State.
 type locksPage struct {
-	Held      int64     `json:"held"`
-	Waiting   int64     `json:"waiting"`
-	Lost      int64     `json:"lost"`
-	Abandoned int64     `json:"abandoned"`
-	Lock      *LockView `json:"lock,omitempty"`
+	Held      int64         `json:"held"`
+	Waiting   int64         `json:"waiting"`
+	Lost      int64         `json:"lost"`
+	Abandoned int64         `json:"abandoned"`
+	Process   HeldLocksView `json:"process"`
+	Lock      *LockView     `json:"lock,omitempty"`
 }
 
 type limitersPage struct {

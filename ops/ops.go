@@ -122,8 +122,9 @@ type Sources struct {
 	// Gatherer is what /metrics exposes (Metrics.Registry).
 	Gatherer prometheus.Gatherer
 	// Live is GET /healthz: nil when the process and its loops are alive.
-	// Ready is GET /readyz: nil when the backend answers (given at most
-	// ReadyTimeout). A nil function always passes.
+	// Ready is GET /readyz: nil when the backend answers. Each runs under
+	// a deadline of its part of ReadyTimeout (health.go). A nil function
+	// always passes.
 	Live, Ready func(ctx context.Context) error
 	// Console backs the web console's pages and actions (console.go).
 	Console Console

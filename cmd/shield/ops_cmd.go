@@ -233,9 +233,8 @@ func (a *admin) listQueues(ctx context.Context, out *opsOut) error {
 		if err != nil {
 			return err
 		}
-		views = append(views, ops.QueueView{Name: q.Name, Kind: q.Kind.String(), Length: st.Length, InFlight: st.InFlight,
-			Ready: st.Ready, Pending: st.Pending, Retrying: st.Retrying, Consumers: st.Consumers, DeadLetters: st.DeadLetters,
-			OldestAgeMs: ops.AgeMs(oldest, time.Now())})
+		st.Name, st.Kind = q.Name, q.Kind // as found
+		views = append(views, ops.QueueViewOf(st, 0, ops.AgeMs(oldest, time.Now())))
 	}
 	age := func(ms *int64) string {
 		if ms == nil {
@@ -328,15 +327,7 @@ func (a *admin) tasks(ctx context.Context, out *opsOut) error {
 		if err != nil {
 			return err
 		}
-		v := ops.TaskView{Name: i.Name, Schedule: i.Schedule, Status: ops.TaskStatus(string(i.Status)), Runs: i.RunCount,
-			Failures: i.Failed, Missed: i.Missed, Skipped: i.Skipped, LastError: i.LastError, Distributed: i.Distributed}
-		if !i.NextRun.IsZero() {
-			v.NextRun = ops.Timestamp(i.NextRun.UnixMilli())
-		}
-		if !i.LastRun.IsZero() {
-			v.LastRun = ops.Timestamp(i.LastRun.UnixMilli())
-		}
-		views = append(views, v)
+		views = append(views, ops.TaskViewOf(i))
 	}
 	str := func(p *string) string {
 		if p == nil {

@@ -54,6 +54,7 @@ func TestSpecGolden(t *testing.T) {
 		{"timeout", []string{"--timeout", "300ms", "testdata/specs/more/timeout_spec.lua"}},
 		{"tags_conflict", []string{"--tags", "slow", "--exclude-tags", "slow", basic}},
 		{"doubles_misuse", []string{"testdata/specs/more/misuse_spec.lua"}},
+		{"doubles_messages", []string{"testdata/doubles/messages_spec.lua"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -102,7 +102,7 @@ func (l *Lock) TryNow(owner Owner) (*Hold, bool, error) {
 			return nil, false, opErr("acquire", l.name, ErrLost)
 		}
 	}
-	lh, ok, err := s.svc.local.TryAcquire(local.Request{Name: l.name, Owner: key.owner, Mode: l.mode, Reentrant: l.set.Reentrant, TTL: l.set.TTL})
+	lh, ok, err := s.svc.local.TryAcquire(local.Request{Name: l.name, Owner: key.owner, Mode: l.mode, Reentrant: l.set.Reentrant, TTL: l.set.TTL, Kind: l.kind})
 	switch {
 	case err != nil:
 		return nil, false, opErr("acquire", l.name, err)
@@ -160,7 +160,7 @@ type waiter struct {
 // lease is the distributed lock's, so a hold forgotten by a wedged runtime
 // frees the gate when the lease runs out).
 func (w *waiter) request() local.Request {
-	return local.Request{Name: w.l.localName(), Owner: w.key.owner, Mode: w.l.mode, Reentrant: w.l.set.Reentrant, TTL: w.l.set.TTL}
+	return local.Request{Name: w.l.localName(), Owner: w.key.owner, Mode: w.l.mode, Reentrant: w.l.set.Reentrant, TTL: w.l.set.TTL, Kind: w.l.kind}
 }
 
 // startLocal: an in-process lock.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shieldrt/shieldglobal/core/lock/local"
 	"github.com/shieldrt/shieldglobal/core/store"
 )
 
@@ -61,6 +62,7 @@ type Lock struct {
 	name   string
 	mode   Mode
 	scope  Scope
+	kind   local.Kind // the label of its in-process holds (see ListHeld)
 	spin   bool
 	set    Settings
 	be     Backend
@@ -84,7 +86,7 @@ func (s *Session) NewLock(spec Spec) (*Lock, error) {
 	if spec.Mode != Exclusive && spec.Mode != Shared {
 		return nil, invalid("new", spec.Name, "unknown "+spec.Mode.String())
 	}
-	l := &Lock{s: s, name: spec.Name, mode: spec.Mode, scope: spec.Scope, spin: spec.Spin}
+	l := &Lock{s: s, name: spec.Name, mode: spec.Mode, scope: spec.Scope, spin: spec.Spin, kind: kindOf(spec)}
 	redlock := false
 	if spec.Scope == Distributed {
 		l.be = s.svc.dist
@@ -257,7 +259,9 @@ func (s *Session) Active() (holds, waits int) {
 
 // gateName keeps gate names apart from the names of scripts' own in-process
 // locks.
-func gateName(name string) string { return "\x00dist\x00" + name }
+func gateName(name string) string { return gatePrefix + name }
+
+const gatePrefix = "\x00dist\x00"
 
 // localName is the in-process lock behind l: its own, or its gate.
 func (l *Lock) localName() string {

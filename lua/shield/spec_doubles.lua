@@ -62,40 +62,25 @@ local function make_doubles(internals)
         return type(v) == "string" and sfind(v, pattern, init, plain) ~= nil
       end
     end,
-    all_of = function(...)
-      local ms = { ... }
-      return function(v, ref)
-        for i = 1, #ms do
-          if not ms[i].test(ms[i].ref and ref or v) then
-            return false
-          end
-        end
-        return true
-      end
-    end,
-    any_of = function(...)
-      local ms = { ... }
-      return function(v, ref)
-        for i = 1, #ms do
-          if ms[i].test(ms[i].ref and ref or v) then
-            return true
-          end
-        end
-        return false
-      end
-    end,
-    none_of = function(...)
-      local ms = { ... }
-      return function(v, ref)
-        for i = 1, #ms do
-          if ms[i].test(ms[i].ref and ref or v) then
-            return false
-          end
-        end
-        return true
-      end
-    end,
   }
+  -- all_of, any_of, none_of: the first matcher of the list whose test is
+  -- truthy (or falsy: hit) decides result; without one, the opposite
+  local function combinator(hit, result)
+    return function(...)
+      local ms = { ... }
+      return function(v, ref)
+        for i = 1, #ms do
+          if (not ms[i].test(ms[i].ref and ref or v)) ~= hit then
+            return result
+          end
+        end
+        return not result
+      end
+    end
+  end
+  builders.all_of = combinator(false, false)
+  builders.any_of = combinator(true, true)
+  builders.none_of = combinator(true, false)
   builders.equals, builders.match = builders.equal, builders.matches
   for _, tname in pairs({ "string", "number", "table", "function", "boolean", "userdata", "thread" }) do
     builders[tname] = function() return function(v) return type(v) == tname end end
@@ -287,27 +272,28 @@ local function make_doubles(internals)
     return #self.calls == times, #self.calls
   end
 
+  -- whether a record of list (calls or returns) has the values of the
+  -- list expected, and those values or the last record's
+  local function lookup(list, expected)
+    local found = find(list, expected)
+    if found then
+      return true, found.vals
+    end
+    local last = list[#list]
+    return false, last and last.vals
+  end
+
   -- s:called_with(args) -> whether a call had the values of the list args
   -- (luassert's method form takes a table), and those values or the last
   -- call's
   function SPY_MT:called_with(args)
-    local found = find(self.calls, arglist(args))
-    if found then
-      return true, found.vals
-    end
-    local last = self.calls[#self.calls]
-    return false, last and last.vals
+    return lookup(self.calls, arglist(args))
   end
 
   -- s:returned_with(results) -> whether a call returned the values of the
-  -- list results
+  -- list results, and those values or the last call's results
   function SPY_MT:returned_with(results)
-    local found = find(self.returnvals, arglist(results))
-    if found then
-      return true, found.vals
-    end
-    local last = self.returnvals[#self.returnvals]
-    return false, last and last.vals
+    return lookup(self.returnvals, arglist(results))
   end
 
   local function new_spy(callback)
@@ -343,10 +329,13 @@ local function make_doubles(internals)
 
   -- stub: a spy that does not call the original; returns what .returns gave
   -- or what .invokes's function returns
+  local function returning(...)
+    local vals = { n = select("#", ...), ... }
+    return function() return unpack_(vals, 1, vals.n) end
+  end
   local function add_stub_api(s)
     s.returns = function(...)
-      local vals = { n = select("#", ...), ... }
-      s.callback = function() return unpack_(vals, 1, vals.n) end
+      s.callback = returning(...)
       return s
     end
     s.invokes = function(fn)
@@ -360,8 +349,7 @@ local function make_doubles(internals)
       s._rules[#s._rules + 1] = rule
       return {
         returns = function(...)
-          local vals = { n = select("#", ...), ... }
-          rule.callback = function() return unpack_(vals, 1, vals.n) end
+          rule.callback = returning(...)
           return s
         end,
         invokes = function(fn)
@@ -459,6 +447,18 @@ local function make_doubles(internals)
     return "last called with " .. show_args(c.vals)
   end
 
+  -- the start of every failure message of a check
+  local function expected_the_spy(neg, what)
+    return "expected the spy " .. (neg and "not " or "") .. what
+  end
+
+  -- whether (as neg wants) a record of list has the values ..., and those
+  -- values as a list
+  local function recorded(list, neg, ...)
+    local expected = { n = select("#", ...), ... }
+    return (find(list, expected) ~= nil) ~= neg, expected
+  end
+
   -- name -> check(s, neg, ...) returning ok, text
   local checks = {}
   checks.called = function(s, neg, n)
@@ -476,8 +476,7 @@ local function make_doubles(internals)
       return false, neg and ("expected the spy not to be called, but it was called " .. times(count))
         or "expected the spy to be called, but it was never called"
     end
-    return false, "expected the spy " .. (neg and "not " or "") .. "to be called " .. times(n)
-      .. ", but it was called " .. times(count)
+    return false, expected_the_spy(neg, "to be called " .. times(n) .. ", but it was called " .. times(count))
   end
   local function bound(word, cmp)
     return function(s, neg, n)
@@ -488,8 +487,7 @@ local function make_doubles(internals)
       if cmp(count, n) ~= neg then
         return true
       end
-      return false, "expected the spy " .. (neg and "not " or "") .. "to be called " .. word .. " "
-        .. times(n) .. ", but it was called " .. times(count)
+      return false, expected_the_spy(neg, "to be called " .. word .. " " .. times(n) .. ", but it was called " .. times(count))
     end
   end
   checks.called_at_least = bound("at least", function(c, n) return c >= n end)
@@ -497,21 +495,21 @@ local function make_doubles(internals)
   checks.called_more_than = bound("more than", function(c, n) return c > n end)
   checks.called_less_than = bound("less than", function(c, n) return c < n end)
   checks.called_with = function(s, neg, ...)
-    local expected = { n = select("#", ...), ... }
-    if (find(s.calls, expected) ~= nil) ~= neg then
+    local ok, expected = recorded(s.calls, neg, ...)
+    if ok then
       return true
     end
-    return false, "expected the spy " .. (neg and "not " or "") .. "to be called with "
-      .. show_args(expected) .. ", " .. last_call(s) .. " (" .. times(#s.calls) .. " in all)"
+    return false, expected_the_spy(neg, "to be called with " .. show_args(expected) .. ", " .. last_call(s)
+      .. " (" .. times(#s.calls) .. " in all)")
   end
   checks.returned_with = function(s, neg, ...)
-    local expected = { n = select("#", ...), ... }
-    if (find(s.returnvals, expected) ~= nil) ~= neg then
+    local ok, expected = recorded(s.returnvals, neg, ...)
+    if ok then
       return true
     end
     local last = s.returnvals[#s.returnvals]
-    return false, "expected the spy " .. (neg and "not " or "") .. "to return " .. show_args(expected)
-      .. ", " .. (last and ("last returned " .. show_args(last.vals)) or "it never returned")
+    return false, expected_the_spy(neg, "to return " .. show_args(expected) .. ", "
+      .. (last and ("last returned " .. show_args(last.vals)) or "it never returned"))
   end
 
   local NEG_WORDS = { ["not"] = true, no = true, was_not = true, is_not = true, has_no = true,

@@ -14,6 +14,11 @@ type holder struct {
 	count    int
 	acquired time.Time
 	expires  time.Time // zero = no ttl
+	kind     Kind
+}
+
+func (h *holder) ownerHold() OwnerHold {
+	return OwnerHold{Owner: h.owner, Mode: h.mode, Count: h.count, AcquiredAt: h.acquired, ExpiresAt: h.expires, Kind: h.kind}
 }
 
 // hkey identifies a holder in entry.index.
@@ -81,8 +86,8 @@ func (e *entry) find(owner string, mode Mode) int {
 }
 
 // add appends a new hold of count 1 and returns it as a Hold.
-func (e *entry) add(owner string, mode Mode, now time.Time, ttl time.Duration) Hold {
-	e.holders = append(e.holders, holder{owner: owner, mode: mode, count: 1, acquired: now})
+func (e *entry) add(owner string, mode Mode, kind Kind, now time.Time, ttl time.Duration) Hold {
+	e.holders = append(e.holders, holder{owner: owner, mode: mode, count: 1, acquired: now, kind: kind})
 	i := len(e.holders) - 1
 	if e.index != nil {
 		e.index[hkey{owner, mode}] = i

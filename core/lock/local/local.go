@@ -101,7 +101,15 @@ type Request struct {
 	// existing expiry, never adds one to a hold that has none, and with
 	// TTL > 0 pushes it to at least now+TTL.
 	TTL time.Duration
+	// Kind labels the hold for Snapshot (a re-entry keeps the label of
+	// the hold it re-enters). The Manager gives it no other meaning.
+	Kind Kind
 }
+
+// Kind is a caller's label of a hold (core/lock: mutex, spinlock, rwlock,
+// the gate of a distributed lock). The Manager stores it with the hold and
+// the waiter, as it stores the owner, and reports it in Snapshot.
+type Kind uint8
 
 // Hold describes the hold an owner has after an acquisition.
 type Hold struct {
@@ -125,6 +133,8 @@ type OwnerHold struct {
 	AcquiredAt time.Time
 	// ExpiresAt is when the hold expires; zero = no ttl.
 	ExpiresAt time.Time
+	// Kind is the Request.Kind that took the hold.
+	Kind Kind
 }
 
 // Info is a snapshot of one held lock.
@@ -215,6 +225,7 @@ type Waiter struct {
 	grant      func(Hold)
 	hold       Hold
 	state      uint8
+	kind       Kind
 }
 
 const (
@@ -386,7 +397,7 @@ func (m *Manager) Acquire(r Request, grant func(Hold)) (h Hold, granted bool, w 
 	s.touch(e, &b)
 	h, granted, err = s.tryGrant(e, r, now)
 	if !granted && err == nil {
-		w = &Waiter{s: s, e: e, owner: r.Owner, mode: r.Mode, reentrant: r.Reentrant, ttl: r.TTL, grant: grant}
+		w = &Waiter{s: s, e: e, owner: r.Owner, mode: r.Mode, reentrant: r.Reentrant, ttl: r.TTL, grant: grant, kind: r.Kind}
 		e.enqueue(w)
 		s.waiting++
 	}
@@ -482,7 +493,7 @@ func (m *Manager) Info(name string) (Info, bool) {
 		info.Waiting = e.nwait
 		info.Owners = make([]OwnerHold, len(e.holders))
 		for i, h := range e.holders {
-			info.Owners[i] = OwnerHold{Owner: h.owner, Mode: h.mode, Count: h.count, AcquiredAt: h.acquired, ExpiresAt: h.expires}
+			info.Owners[i] = h.ownerHold()
 		}
 	}
 	s.finish(e)
@@ -561,7 +572,7 @@ func (s *shard) create(r Request, now time.Time) Hold {
 		e = newEntry()
 	}
 	e.name = r.Name
-	h := e.add(r.Owner, r.Mode, now, r.TTL)
+	h := e.add(r.Owner, r.Mode, r.Kind, now, r.TTL)
 	s.locks[r.Name] = e
 	if n := len(s.locks); n > s.peak {
 		s.peak = n
@@ -592,7 +603,7 @@ func (s *shard) tryGrant(e *entry, r Request, now time.Time) (Hold, bool, error)
 			return Hold{}, false, nil
 		}
 	}
-	return e.add(r.Owner, r.Mode, now, r.TTL), true, nil
+	return e.add(r.Owner, r.Mode, r.Kind, now, r.TTL), true, nil
 }
 
 // touch expires e's due holds, if any, and hands the lock on.
@@ -617,7 +628,7 @@ func (s *shard) dispatch(e *entry, b *batch) {
 		if i := e.find(w.owner, w.mode); i >= 0 {
 			w.hold = e.reenter(i, now, w.ttl)
 		} else {
-			w.hold = e.add(w.owner, w.mode, now, w.ttl)
+			w.hold = e.add(w.owner, w.mode, w.kind, now, w.ttl)
 		}
 		w.state = waitGranted
 		w.e = nil

@@ -133,6 +133,20 @@
       const d = await api("locks" + q);
       facts("lock-facts", [["held in this process", d.held, "held"], ["waiting in this process", d.waiting, "waiting"],
         ["holds lost", d.lost], ["released at task end", d.abandoned]]);
+      const pr = d.process;
+      $("held-count").textContent = pr.truncated ? "(the first " + pr.locks.length + " of " + pr.total + ")" : "(" + pr.total + ")";
+      const holders = (l) => !l.kind.includes("rwlock") ? String(l.holders) :
+        [l.readers ? l.readers + (l.readers === 1 ? " reader" : " readers") : "", l.writers ? l.writers + " writer" : ""].filter((x) => x).join(", ");
+      const owners = (l) => l.owners.map((o) => o.owner + (o.count > 1 ? " ×" + o.count : "") + (o.mode === "shared" ? " (read)" : "") +
+          (o.state !== "held" ? " (" + o.state + ")" : "") + (o.service ? " [" + o.service + "]" : "")).join("\n") +
+        (l.holders > l.owners.length ? "\n… " + (l.holders - l.owners.length) + " more" : "");
+      fill("held-locks", pr.locks.map((l) => row([
+        { v: l.name, name: "name" }, { v: l.kind, name: "kind" }, { v: holders(l), name: "holders" },
+        { v: l.waiting, cls: "num", name: "waiting" }, { v: fmtAge(l.held_ms), cls: "num", name: "age" },
+        { v: l.ttl_ms < 0 ? "none" : fmtAge(l.ttl_ms), cls: "num", name: "ttl" },
+        { v: l.token === null ? (l.backend_error ? "?" : "–") : l.token, cls: "num", name: "token" },
+        { v: owners(l), cls: "payload", name: "owners" },
+      ], { "data-lock": l.name, title: l.backend_error || "" })), "no lock held in this process");
       const l = d.lock;
       $("lock-info").hidden = !l; $("lock-owners").hidden = !l;
       if (!l) return;
