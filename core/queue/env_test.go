@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shieldrt/shieldglobal/core/pubsub"
+	"github.com/shieldrt/shieldglobal/internal/testclock"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -68,10 +69,10 @@ func newRedisEnv(t *testing.T, c redis.UniversalClient) env {
 }
 
 func newMemoryEnv(t *testing.T) env {
-	clk := newFakeClock()
+	clk := testclock.New()
 	b := NewMemory(MemoryOptions{Clock: clk})
 	t.Cleanup(func() { b.Close() })
-	return env{b: b, advance: clk.Advance, now: clk.Now, memory: true}
+	return env{b: b, advance: clk.AdvanceStepwise, now: clk.Now, memory: true}
 }
 
 // forEachBackend runs f on memory and on every Redis deployment.
