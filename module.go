@@ -307,8 +307,8 @@ func (m *Module) openLocks() error {
 		g := m.cfg.Global.Redis
 		nodes := make([]lock.Backend, 0, len(c.Redlock.Addrs))
 		for _, addr := range c.Redlock.Addrs {
-			client, err := store.NewClient(config.Redis{Addrs: []string{addr}, Username: g.Username, Password: g.Password,
-				TLS: g.TLS, DialTimeout: 1000, ReadTimeout: 1000, WriteTimeout: 1000})
+			client, err := store.NewClient(store.Options{Addrs: []string{addr}, Username: g.Username, Password: g.Password,
+				TLS: g.TLS, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
 			if err != nil {
 				return fmt.Errorf("shield: lock.redlock.addrs: %w", err)
 			}
@@ -372,7 +372,7 @@ func (m *Module) connect(host redis.UniversalClient) error {
 	case r.Inherit:
 		m.client = host
 	case r.Configured():
-		c, err := store.NewClient(r)
+		c, err := store.NewClient(edge.RedisOptions(r))
 		if err != nil {
 			return fmt.Errorf("shield: %w", err)
 		}
@@ -383,7 +383,7 @@ func (m *Module) connect(host redis.UniversalClient) error {
 		return nil
 	}
 	m.backend = BackendRedis
-	if err := store.Ping(context.Background(), m.client, store.Describe(r), 5*time.Second); err != nil {
+	if err := store.Ping(context.Background(), m.client, edge.DescribeRedis(r), 5*time.Second); err != nil {
 		if m.ownsClient {
 			m.client.Close()
 		}

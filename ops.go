@@ -12,7 +12,7 @@ import (
 	"github.com/shieldrt/shieldglobal/bindings"
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
-	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/edge"
 	"github.com/shieldrt/shieldglobal/ops"
 )
 
@@ -224,7 +224,7 @@ func (m *Module) ready(ctx context.Context) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		// go-redis retries a refused dial until the deadline: down,
 		// frozen and cut off all end here.
-		return fmt.Errorf("redis at %s did not answer in time (down, frozen or unreachable): %w", store.Describe(m.cfg.Global.Redis), err)
+		return fmt.Errorf("redis at %s did not answer in time (down, frozen or unreachable): %w", edge.DescribeRedis(m.cfg.Global.Redis), err)
 	}
-	return fmt.Errorf("redis at %s: %w", store.Describe(m.cfg.Global.Redis), err)
+	return fmt.Errorf("redis at %s: %w", edge.DescribeRedis(m.cfg.Global.Redis), err)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/shieldrt/shieldglobal/bindings"
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
+	"github.com/shieldrt/shieldglobal/internal/edge"
 	"github.com/shieldrt/shieldglobal/ops"
 )
 
@@ -31,7 +32,7 @@ func (m *Module) openScheduler() error {
 	b.Now = m.clock.Now // scheduler:preview
 	e, err := scheduler.New(scheduler.Config{
 		Store:     st,
-		Defaults:  scheduler.DefaultOptions(c),
+		Defaults:  edge.SchedulerOptions(c),
 		LocalOnly: !c.Distributed.Enabled,
 		Events:    func(ev scheduler.Event) { b.Event(ev); m.schedEvent(ev) },
 		Log:       m.log,
@@ -55,7 +56,7 @@ var errNoScheduler = errors.New("shield: the scheduler is disabled (scheduler.en
 // (change what the caller needs, then pass them to scheduleGo).
 func (m *Module) schedOptions() scheduler.Options {
 	if m.sched == nil {
-		return scheduler.DefaultOptions(m.cfg.Scheduler)
+		return edge.SchedulerOptions(m.cfg.Scheduler)
 	}
 	return m.sched.DefaultOptions()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
+	"github.com/shieldrt/shieldglobal/internal/edge"
 )
 
 // BenchmarkSchedulerRegister registers b.N interval tasks from one Lua task
@@ -59,7 +60,7 @@ func BenchmarkSchedulerRegisterCron(b *testing.B) {
 // ends.
 func schedulerRuntime(b *testing.B, clk *benchClock) *Runtime {
 	s := NewScheduler()
-	cfg := scheduler.Config{Events: s.Event, Defaults: scheduler.DefaultOptions(config.Default().Scheduler)}
+	cfg := scheduler.Config{Events: s.Event, Defaults: edge.SchedulerOptions(config.Default().Scheduler)}
 	svc := &Services{Capabilities: []Capability{s}}
 	if clk != nil {
 		cfg.Clock, s.Now, svc.Now = clk, clk.Now, clk.Now

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
+	"github.com/shieldrt/shieldglobal/internal/edge"
 	"github.com/shieldrt/shieldglobal/internal/testclock"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
@@ -39,7 +40,7 @@ func newSchedProcess(t *testing.T, clk *testclock.Clock, st scheduler.Store) *sc
 	s := NewScheduler()
 	s.Now = clk.Now
 	e, err := scheduler.New(scheduler.Config{Clock: clk, Events: s.Event, Store: st,
-		Defaults: scheduler.DefaultOptions(config.Default().Scheduler)})
+		Defaults: edge.SchedulerOptions(config.Default().Scheduler)})
 	if err != nil {
 		t.Fatal(err)
 	}

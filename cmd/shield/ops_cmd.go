@@ -109,11 +109,11 @@ func openAdmin(cfg config.Config) (*admin, error) {
 		return nil, errors.New("no Redis configured: the memory backend lives inside its process, there is nothing to reach " +
 			"(give --config with global.redis, or SHIELD_REDIS_URL)")
 	}
-	c, err := store.NewClient(r)
+	c, err := store.NewClient(edge.RedisOptions(r))
 	if err != nil {
 		return nil, err
 	}
-	if err := store.Ping(context.Background(), c, store.Describe(r), 5*time.Second); err != nil {
+	if err := store.Ping(context.Background(), c, edge.DescribeRedis(r), 5*time.Second); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (a *admin) close() {
 // Get, Pause, Resume and Remove of a name it does not know go to Redis.
 func (a *admin) engine() (*scheduler.Engine, error) {
 	if a.sched == nil {
-		e, err := scheduler.New(scheduler.Config{Store: a.sstore, Defaults: scheduler.DefaultOptions(a.cfg.Scheduler), Instance: "shield-ops"})
+		e, err := scheduler.New(scheduler.Config{Store: a.sstore, Defaults: edge.SchedulerOptions(a.cfg.Scheduler), Instance: "shield-ops"})
 		if err != nil {
 			return nil, err
 		}

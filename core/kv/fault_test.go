@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/faultproxy"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
@@ -31,12 +30,11 @@ func TestSetAndIncrFailWithinTheReadTimeoutWhenRedisDoesNotAnswer(t *testing.T) 
 
 	for _, fault := range []string{"sigstop", "blackhole"} {
 		t.Run(fault, func(t *testing.T) {
-			r := config.Default().Global.Redis
-			r.Addrs = []string{srv.Addr}
+			r := store.Options{Addrs: []string{srv.Addr}, DialTimeout: 5 * time.Second} // global.redis.dial_timeout's default
 			if fault == "blackhole" {
 				r.Addrs = []string{proxy.Addr()}
 			}
-			r.ReadTimeout, r.WriteTimeout = 1000, 1000
+			r.ReadTimeout, r.WriteTimeout = time.Second, time.Second
 			c, err := store.NewClient(r)
 			if err != nil {
 				t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/shieldrt/shieldglobal/core/store"
 )
@@ -131,91 +130,4 @@ func (l *testLoop) wedge() (unwedge func()) {
 	<-in
 	var once sync.Once
 	return func() { once.Do(func() { close(ch) }) }
-}
-
-// fakeClock is a Clock whose time moves only with Advance; timers fire
-// inside Advance, in order of their due time.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c   *fakeClock
-	at  time.Time
-	f   func()
-	off bool
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.off
-	t.off = true
-	return was
-}
-
-// Advance moves the time by d, firing the timers that fall due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	end := c.now.Add(d)
-	for {
-		var next *fakeTimer
-		for _, t := range c.timers {
-			if !t.off && !t.at.After(end) && (next == nil || t.at.Before(next.at)) {
-				next = t
-			}
-		}
-		if next == nil {
-			break
-		}
-		next.off = true
-		if next.at.After(c.now) {
-			c.now = next.at
-		}
-		c.mu.Unlock()
-		next.f()
-		c.mu.Lock()
-	}
-	c.now = end
-	live := c.timers[:0]
-	for _, t := range c.timers {
-		if !t.off {
-			live = append(live, t)
-		}
-	}
-	c.timers = live
-	c.mu.Unlock()
-}
-
-// pending is the number of armed timers.
-func (c *fakeClock) pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, t := range c.timers {
-		if !t.off {
-			n++
-		}
-	}
-	return n
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shieldrt/shieldglobal/core/lock/local"
+	"github.com/shieldrt/shieldglobal/internal/testclock"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -301,7 +302,7 @@ func TestSessionGateIsFIFO(t *testing.T) {
 // another process alike: wake-ups and retry intervals are attempts, and
 // max_retries = 1 is a single attempt.
 func TestSessionMaxRetries(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New()
 	mem := NewMemory(clock.Now)
 	p := newProc(t, mem, clock)
 	remote := newProc(t, mem, clock)
@@ -334,7 +335,7 @@ func TestSessionMaxRetries(t *testing.T) {
 						t.Fatalf("gave up after %d retry intervals: %v", i, r.err)
 					default:
 					}
-					clock.Advance(100 * time.Millisecond)
+					clock.AdvanceStepwise(100 * time.Millisecond)
 					p.loop.do(func() {})
 				}
 				if r := wait(t, ch, "max_retries 3"); !errors.Is(r.err, ErrTimeout) {
@@ -542,7 +543,7 @@ func TestSessionCancelWaits(t *testing.T) {
 // An in-process hold whose ttl ran out is lost: Lost says so, on_lost runs
 // and release reports it — one source of truth.
 func TestSessionInProcessTTLRunsOut(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New()
 	p := newProc(t, NewMemory(clock.Now), clock)
 	l := p.lock(Spec{Name: "short", Mode: Exclusive, Scope: InProcess, Given: Given{TTL: ptr(50 * time.Millisecond)}})
 	lost := make(chan string, 1)
@@ -553,7 +554,7 @@ func TestSessionInProcessTTLRunsOut(t *testing.T) {
 	if isLost {
 		t.Fatal("lost before its ttl")
 	}
-	clock.Advance(60 * time.Millisecond)
+	clock.AdvanceStepwise(60 * time.Millisecond)
 	p.loop.do(func() {})
 	select {
 	case why := <-lost:
@@ -808,7 +809,7 @@ func TestParseOwner(t *testing.T) {
 // has expired and another task could take it (it said false for as long as
 // the grant had waited).
 func TestSessionLateLocalGrantLeaseEndsWithTheLock(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New()
 	p := newProc(t, nil, clock)
 	spec := Spec{Name: "late", Mode: Exclusive, Scope: InProcess,
 		Given: Given{TTL: ptr(time.Second), AutoExtend: ptr(false)}}
@@ -820,13 +821,13 @@ func TestSessionLateLocalGrantLeaseEndsWithTheLock(t *testing.T) {
 	// after another half second.
 	p.loop.do(func() {
 		a.Release(func(int, error) {})
-		clock.Advance(500 * time.Millisecond)
+		clock.AdvanceStepwise(500 * time.Millisecond)
 	})
 	b := wait(t, chB, "acquire by B")
 	if b.err != nil {
 		t.Fatal(b.err)
 	}
-	clock.Advance(600 * time.Millisecond) // past the lock's expiry
+	clock.AdvanceStepwise(600 * time.Millisecond) // past the lock's expiry
 	var lost bool
 	p.loop.do(func() { lost = l.Lost(b.h.Owner()) })
 	if !lost {

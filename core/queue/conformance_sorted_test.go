@@ -86,10 +86,10 @@ func TestPlainConformance(t *testing.T) {
 		})
 		t.Run("message ttl", func(t *testing.T) {
 			o := testOptions()
-			o.MessageTTL = 50 * time.Millisecond
+			o.MessageTTL = e.span(50 * time.Millisecond)
 			q, _ := e.b.Plain("ttl", o)
 			do(t, q.Push([]byte("old")))
-			e.advance(120 * time.Millisecond)
+			e.advance(e.span(120 * time.Millisecond))
 			do(t, q.Push([]byte("new")))
 			got := popAll(t, func() (Message, error) { return q.Pop().Do(t.Context()) })
 			if !slices.Equal(got, []string{"new"}) {
@@ -274,11 +274,11 @@ func TestDelayConformance(t *testing.T) {
 		})
 		t.Run("ttl counts from the due time", func(t *testing.T) {
 			o := testOptions()
-			o.MessageTTL = 100 * time.Millisecond
+			o.MessageTTL = e.span(100 * time.Millisecond)
 			q, _ := e.b.Delay("ttl", o)
-			do(t, q.Push([]byte("kept"), 150*time.Millisecond))
+			do(t, q.Push([]byte("kept"), e.span(150*time.Millisecond)))
 			do(t, q.PushAt([]byte("stale"), e.now().Add(-time.Hour)))
-			e.advance(160 * time.Millisecond)
+			e.advance(e.span(160 * time.Millisecond))
 			got := popAll(t, func() (Message, error) { return q.Pop().Do(t.Context()) })
 			if !slices.Equal(got, []string{"kept"}) {
 				t.Fatalf("popped %q", got)

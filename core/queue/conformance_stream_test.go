@@ -245,10 +245,10 @@ func TestReliableConformance(t *testing.T) {
 		})
 		t.Run("message ttl", func(t *testing.T) {
 			o := testOptions()
-			o.MessageTTL = 50 * time.Millisecond
+			o.MessageTTL = e.span(50 * time.Millisecond)
 			q := mustReliable(t, e, "ttl", o)
 			do(t, q.Push([]byte("old")))
-			e.advance(120 * time.Millisecond)
+			e.advance(e.span(120 * time.Millisecond))
 			do(t, q.Push([]byte("new")))
 			d := do(t, q.Pop())
 			if string(d.Body) != "new" {

@@ -17,101 +17,49 @@ import (
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
-// fakeTimers is Config.AfterFunc on a test clock: Advance moves the clock
-// and runs the timers that came due, in order.
-type fakeTimers struct {
-	clock *testclock.Clock
-	mu    sync.Mutex
-	ts    []*fakeTimer
-}
-
-type fakeTimer struct {
-	at      time.Time
-	f       func()
-	stopped bool
-}
-
-func (ft *fakeTimers) AfterFunc(d time.Duration, f func()) func() bool {
-	ft.mu.Lock()
-	defer ft.mu.Unlock()
-	t := &fakeTimer{at: ft.clock.Now().Add(d), f: f}
-	ft.ts = append(ft.ts, t)
-	return func() bool {
-		ft.mu.Lock()
-		defer ft.mu.Unlock()
-		was := !t.stopped
-		t.stopped = true
-		return was
-	}
-}
-
-// Advance moves the clock by d in steps, firing due timers at their time.
-func (ft *fakeTimers) Advance(d time.Duration) {
-	end := ft.clock.Now().Add(d)
-	for {
-		ft.mu.Lock()
-		sort.SliceStable(ft.ts, func(i, j int) bool { return ft.ts[i].at.Before(ft.ts[j].at) })
-		var next *fakeTimer
-		for len(ft.ts) > 0 && ft.ts[0].stopped {
-			ft.ts = ft.ts[1:]
-		}
-		if len(ft.ts) > 0 && !ft.ts[0].at.After(end) {
-			next = ft.ts[0]
-			ft.ts = ft.ts[1:]
-			next.stopped = true
-		}
-		ft.mu.Unlock()
-		if next == nil {
-			break
-		}
-		if w := next.at.Sub(ft.clock.Now()); w > 0 {
-			ft.clock.Advance(w)
-		}
-		next.f()
-	}
-	if w := end.Sub(ft.clock.Now()); w > 0 {
-		ft.clock.Advance(w)
-	}
+// afterFunc is Config.AfterFunc on clk.
+func afterFunc(clk *testclock.Clock) func(time.Duration, func()) func() bool {
+	return func(d time.Duration, f func()) func() bool { return clk.AfterFunc(d, f).Stop }
 }
 
 // backend is one deployment the conformance suite runs on.
 type backend struct {
 	name string
 	// newSet returns a started Set on its own key space with the clock of
-	// ft for the local math and timers.
-	newSet func(t *testing.T, ft *fakeTimers) *Set
+	// clk for the local math and timers.
+	newSet func(t *testing.T, clk *testclock.Clock) *Set
 	// settle lets the Set's reports land (Redis) before the test moves the
 	// fake clock: the local math runs on the fake clock, Redis on its own.
 	settle func(t *testing.T, s *Set)
 	// sleep lets time pass for sliding windows: the fake clock on memory,
 	// real time on Redis (server time).
-	sleep func(ft *fakeTimers, d time.Duration)
+	sleep func(clk *testclock.Clock, d time.Duration)
 }
 
 func backends(t *testing.T) []backend {
 	mem := backend{
 		name: "memory",
-		newSet: func(t *testing.T, ft *fakeTimers) *Set {
-			s := NewMemory(Config{Now: ft.clock.Now, AfterFunc: ft.AfterFunc, Logger: quietLogger()})
+		newSet: func(t *testing.T, clk *testclock.Clock) *Set {
+			s := NewMemory(Config{Now: clk.Now, AfterFunc: afterFunc(clk), Logger: quietLogger()})
 			s.Start()
 			t.Cleanup(s.Stop)
 			return s
 		},
 		settle: func(*testing.T, *Set) {},
-		sleep:  func(ft *fakeTimers, d time.Duration) { ft.Advance(d) },
+		sleep:  func(clk *testclock.Clock, d time.Duration) { clk.AdvanceStepwise(d) },
 	}
 	bs := []backend{mem}
 	for name, c := range testredis.Backends(t) {
 		bs = append(bs, backend{
 			name:   name,
-			newSet: func(t *testing.T, ft *fakeTimers) *Set { return newSyncedSet(t, c, ft) },
+			newSet: func(t *testing.T, clk *testclock.Clock) *Set { return newSyncedSet(t, c, clk) },
 			settle: func(t *testing.T, s *Set) {
 				t.Helper()
 				if err := s.SyncNow(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 			},
-			sleep: func(_ *fakeTimers, d time.Duration) { time.Sleep(d) },
+			sleep: func(_ *testclock.Clock, d time.Duration) { time.Sleep(d) },
 		})
 	}
 	sort.Slice(bs, func(i, j int) bool { return bs[i].name < bs[j].name })
@@ -132,11 +80,11 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-// newSyncedSet is a started Redis Set on c with ft's clock and timers, and
+// newSyncedSet is a started Redis Set on c with clk for its clock and timers, and
 // an interval long enough that only SyncNow reports, after its first sync.
-func newSyncedSet(t *testing.T, c redis.UniversalClient, ft *fakeTimers) *Set {
+func newSyncedSet(t *testing.T, c redis.UniversalClient, clk *testclock.Clock) *Set {
 	t.Helper()
-	s := NewRedis(c, testredis.Prefix(t), Config{Now: ft.clock.Now, AfterFunc: ft.AfterFunc,
+	s := NewRedis(c, testredis.Prefix(t), Config{Now: clk.Now, AfterFunc: afterFunc(clk),
 		SyncInterval: time.Hour, Logger: quietLogger()})
 	s.Start()
 	t.Cleanup(s.Stop)
@@ -145,8 +93,6 @@ func newSyncedSet(t *testing.T, c redis.UniversalClient, ft *fakeTimers) *Set {
 	}
 	return s
 }
-
-func newFake() *fakeTimers { return &fakeTimers{clock: testclock.New()} }
 
 func mustAllow(t *testing.T, l *TokenBucket, key string, n int, want bool) {
 	t.Helper()
@@ -160,8 +106,8 @@ func mustAllow(t *testing.T, l *TokenBucket, key string, n int, want bool) {
 }
 
 func tokenBucketConformance(t *testing.T, be backend) {
-	ft := newFake()
-	s := be.newSet(t, ft)
+	clk := testclock.New()
+	s := be.newSet(t, clk)
 	l, err := s.TokenBucket("tb", Options{Rate: 10, Burst: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -187,11 +133,11 @@ func tokenBucketConformance(t *testing.T, be backend) {
 	if d, ok := l.Delay("a", 1); !ok || d != 100*time.Millisecond {
 		t.Fatalf("Delay(a, 1) = %v %v, want 100ms", d, ok)
 	}
-	ft.Advance(100 * time.Millisecond)
+	clk.AdvanceStepwise(100 * time.Millisecond)
 	mustAllow(t, l, "a", 1, true)
 	mustAllow(t, l, "a", 1, false)
 	// Refill stops at the burst.
-	ft.Advance(10 * time.Second)
+	clk.AdvanceStepwise(10 * time.Second)
 	if n := l.Remaining("a"); n != 5 {
 		t.Fatalf("Remaining after 10s = %d, want the burst 5", n)
 	}
@@ -229,15 +175,15 @@ func tokenBucketConformance(t *testing.T, be backend) {
 	}
 	mustAllow(t, slow, "x", 1, true)
 	be.settle(t, s)
-	ft.Advance(1999 * time.Millisecond)
+	clk.AdvanceStepwise(1999 * time.Millisecond)
 	mustAllow(t, slow, "x", 1, false)
-	ft.Advance(time.Millisecond)
+	clk.AdvanceStepwise(time.Millisecond)
 	mustAllow(t, slow, "x", 1, true)
 }
 
 func waitConformance(t *testing.T, be backend) {
-	ft := newFake()
-	s := be.newSet(t, ft)
+	clk := testclock.New()
+	s := be.newSet(t, clk)
 	l, err := s.TokenBucket("w", Options{Rate: 10, Burst: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -272,34 +218,34 @@ func waitConformance(t *testing.T, be backend) {
 
 	// Two tokens come after 200ms.
 	l.Wait("k", 2, time.Second, done)
-	ft.Advance(0)
+	clk.AdvanceStepwise(0)
 	none()
-	ft.Advance(199 * time.Millisecond)
+	clk.AdvanceStepwise(199 * time.Millisecond)
 	none()
-	ft.Advance(time.Millisecond)
+	clk.AdvanceStepwise(time.Millisecond)
 	expect(result{true, ""})
 	mustAllow(t, l, "k", 1, false) // the waiter took them
 
 	// More than the burst: timeout at the deadline, not before.
 	l.Wait("k", 3, 500*time.Millisecond, done)
-	ft.Advance(499 * time.Millisecond)
+	clk.AdvanceStepwise(499 * time.Millisecond)
 	none()
-	ft.Advance(time.Millisecond)
+	clk.AdvanceStepwise(time.Millisecond)
 	expect(result{false, Timeout})
 
 	// A token taken by someone else meanwhile: the waiter waits again.
 	mustAllow(t, l, "k", 2, true)
 	l.Wait("k", 1, time.Second, done)
-	ft.Advance(50 * time.Millisecond)
-	ft.clock.Advance(50 * time.Millisecond) // the token arrives, without firing the timer...
-	mustAllow(t, l, "k", 1, true)           // ...and someone else takes it
-	ft.Advance(0)
+	clk.AdvanceStepwise(50 * time.Millisecond)
+	clk.Jump(50 * time.Millisecond) // the token arrives, without firing the timer...
+	mustAllow(t, l, "k", 1, true)   // ...and someone else takes it
+	clk.AdvanceStepwise(0)
 	none()
-	ft.Advance(100 * time.Millisecond)
+	clk.AdvanceStepwise(100 * time.Millisecond)
 	expect(result{true, ""})
 
 	// Cancel: done is never called.
-	ft.Advance(200 * time.Millisecond)
+	clk.AdvanceStepwise(200 * time.Millisecond)
 	mustAllow(t, l, "k", 2, true)
 	cancel := l.Wait("k", 1, time.Second, done)
 	if !cancel() {
@@ -308,11 +254,11 @@ func waitConformance(t *testing.T, be backend) {
 	if cancel() {
 		t.Fatal("second cancel = true")
 	}
-	ft.Advance(2 * time.Second)
+	clk.AdvanceStepwise(2 * time.Second)
 	none()
 	// Cancel after it finished reports so.
 	cancel = l.Wait("k", 1, time.Second, done)
-	ft.Advance(0)
+	clk.AdvanceStepwise(0)
 	expect(result{true, ""})
 	if cancel() {
 		t.Fatal("cancel after done = true")
@@ -324,8 +270,8 @@ func waitConformance(t *testing.T, be backend) {
 // the others), and the waits for 1 are served in the order they started
 // (2, 1, 5, 4, 3 before).
 func waitOrderConformance(t *testing.T, be backend) {
-	ft := newFake()
-	s := be.newSet(t, ft)
+	clk := testclock.New()
+	s := be.newSet(t, clk)
 	l, err := s.TokenBucket("order", Options{Rate: 10, Burst: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +293,7 @@ func waitOrderConformance(t *testing.T, be backend) {
 	}
 	var order []string
 	for step := 0; step < 20 && len(order) < 6; step++ {
-		ft.Advance(100 * time.Millisecond)
+		clk.AdvanceStepwise(100 * time.Millisecond)
 		if step == 2 && l.Take("k", 1) {
 			t.Fatal("Take took a token while earlier waits were waiting")
 		}
@@ -389,8 +335,8 @@ func swRemaining(t *testing.T, w *SlidingWindow, key string) int64 {
 }
 
 func slidingWindowConformance(t *testing.T, be backend) {
-	ft := newFake()
-	s := be.newSet(t, ft)
+	clk := testclock.New()
+	s := be.newSet(t, clk)
 	const window = 300 * time.Millisecond
 	w, err := s.SlidingWindow("sw", Options{Window: window, MaxRequests: 3})
 	if err != nil {
@@ -426,7 +372,7 @@ func slidingWindowConformance(t *testing.T, be backend) {
 		t.Fatalf("Allow(b, 0): %v, want ErrInvalid", err)
 	}
 	// After the window the key is empty again.
-	be.sleep(ft, window+20*time.Millisecond)
+	be.sleep(clk, window+20*time.Millisecond)
 	if n := swRemaining(t, w, "a"); n != 3 {
 		t.Fatalf("Remaining after the window = %d, want 3", n)
 	}
@@ -441,8 +387,8 @@ func slidingWindowConformance(t *testing.T, be backend) {
 // time: any set of requests whose intervals all fit in one window must
 // have at most MaxRequests members.
 func slidingWindowExact(t *testing.T, be backend) {
-	ft := newFake()
-	s := be.newSet(t, ft)
+	clk := testclock.New()
+	s := be.newSet(t, clk)
 	const window, max = 200 * time.Millisecond, 10
 	w, err := s.SlidingWindow("exact", Options{Window: window, MaxRequests: max})
 	if err != nil {
@@ -456,7 +402,7 @@ func slidingWindowExact(t *testing.T, be backend) {
 	var spans []span
 	now := time.Now
 	if be.name == "memory" {
-		now = ft.clock.Now
+		now = clk.Now
 	}
 	var wg sync.WaitGroup
 	for g := range 4 {
@@ -477,7 +423,7 @@ func slidingWindowExact(t *testing.T, be backend) {
 					mu.Unlock()
 				}
 				if be.name == "memory" {
-					ft.clock.Advance(time.Duration(r.IntN(2)) * time.Millisecond)
+					clk.Jump(time.Duration(r.IntN(2)) * time.Millisecond)
 				} else {
 					time.Sleep(time.Duration(r.IntN(3)) * time.Millisecond)
 				}
@@ -513,7 +459,7 @@ func maxInt(a, b int) int {
 }
 
 func optionsConformance(t *testing.T, be backend) {
-	s := be.newSet(t, newFake())
+	s := be.newSet(t, testclock.New())
 	bad := []struct {
 		o    Options
 		want string
@@ -588,10 +534,10 @@ func containsStr(s, sub string) bool {
 }
 
 func statsConformance(t *testing.T, be backend) {
-	ft := newFake()
+	clk := testclock.New()
 	// The fake clock starts at midnight UTC; go to a minute before the next.
-	ft.clock.Advance(24*time.Hour - time.Minute)
-	s := be.newSet(t, ft)
+	clk.Jump(24*time.Hour - time.Minute)
+	s := be.newSet(t, clk)
 	l, err := s.TokenBucket("st", Options{Rate: 1, Burst: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -614,7 +560,7 @@ func statsConformance(t *testing.T, be backend) {
 	}
 	// After midnight UTC rejected_today starts again.
 	be.settle(t, s)
-	ft.Advance(2 * time.Minute)
+	clk.AdvanceStepwise(2 * time.Minute)
 	if st := s.Stats(); st.RejectedToday != 0 || st.Rejected != 2 {
 		t.Fatalf("after midnight: %+v, want 0 rejected today, 2 in all", st)
 	}

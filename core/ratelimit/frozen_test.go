@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/faultproxy"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
@@ -25,8 +24,8 @@ func TestSlidingWindowIsUnavailableWithinItsTimeoutWhenRedisDoesNotAnswer(t *tes
 	t.Cleanup(func() { proxy.Close() })
 	for _, fault := range []string{"sigstop", "blackhole"} {
 		t.Run(fault, func(t *testing.T) {
-			r := config.Default().Global.Redis
-			r.Addrs = []string{srv.Addr}
+			// The default config's timeouts (global.redis: dial 5 s, read and write 3 s).
+			r := store.Options{Addrs: []string{srv.Addr}, DialTimeout: 5 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second}
 			if fault == "blackhole" {
 				r.Addrs = []string{proxy.Addr()}
 			}
@@ -35,7 +34,7 @@ func TestSlidingWindowIsUnavailableWithinItsTimeoutWhenRedisDoesNotAnswer(t *tes
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { c.Close() })
-			cfg := Config{Timeout: time.Duration(config.Default().RateLimiter.Timeout) * time.Millisecond}
+			cfg := Config{Timeout: 300 * time.Millisecond} // rate_limiter.timeout's default
 			cfg.Logger = quietLogger()
 			s := NewRedis(c, testredis.Prefix(t), cfg)
 			w, err := s.SlidingWindow("chat", Options{Window: time.Second, MaxRequests: 5})

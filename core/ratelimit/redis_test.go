@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/testclock"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -104,8 +105,8 @@ func TestStopHandsTheSharesBack(t *testing.T) {
 
 func TestCleanupDropsIdleKeys(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		ft := newFake()
-		s := NewMemory(Config{Now: ft.clock.Now, CleanupInterval: time.Minute})
+		clk := testclock.New()
+		s := NewMemory(Config{Now: clk.Now, CleanupInterval: time.Minute})
 		l, _ := s.TokenBucket("tb", Options{Rate: 1, Burst: 100})
 		w, _ := s.SlidingWindow("sw", Options{Window: 10 * time.Second, MaxRequests: 5})
 		l.Allow("drained", 100)
@@ -113,7 +114,7 @@ func TestCleanupDropsIdleKeys(t *testing.T) {
 		l.Remaining("full")
 		l.Allow("used", 1)
 		swAllow(t, w, "x", 1)
-		ft.Advance(61 * time.Second)
+		clk.AdvanceStepwise(61 * time.Second)
 		s.cleanup()
 		// "used" refilled within the minute; "drained" needs 100s.
 		if got := l.Stats().ActiveKeys; got != 1 {
@@ -125,7 +126,7 @@ func TestCleanupDropsIdleKeys(t *testing.T) {
 		if n := l.Remaining("drained"); n != 61 {
 			t.Fatalf("drained key has %d tokens, want 61", n)
 		}
-		ft.Advance(100 * time.Second)
+		clk.AdvanceStepwise(100 * time.Second)
 		s.cleanup()
 		if got := l.Stats().ActiveKeys; got != 0 {
 			t.Fatalf("after it refilled: %d keys", got)
@@ -137,8 +138,8 @@ func TestCleanupDropsIdleKeys(t *testing.T) {
 	t.Run("redis", func(t *testing.T) {
 		c := testredis.Standalone(t)
 		prefix := testredis.Prefix(t)
-		ft := newFake()
-		s := NewRedis(c, prefix, Config{Now: ft.clock.Now, SyncInterval: time.Hour, CleanupInterval: time.Minute,
+		clk := testclock.New()
+		s := NewRedis(c, prefix, Config{Now: clk.Now, SyncInterval: time.Hour, CleanupInterval: time.Minute,
 			Logger: quietLogger(), ProcessID: "p"})
 		s.Start()
 		t.Cleanup(s.Stop)
@@ -149,9 +150,9 @@ func TestCleanupDropsIdleKeys(t *testing.T) {
 		if err := s.SyncNow(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		ft.Advance(30 * time.Second)
+		clk.AdvanceStepwise(30 * time.Second)
 		l.Allow("ip0", 1) // still active
-		ft.Advance(31 * time.Second)
+		clk.AdvanceStepwise(31 * time.Second)
 		s.cleanupSync(t)
 		if got := l.Stats().ActiveKeys; got != 1 {
 			t.Fatalf("after cleanup: %d keys, want 1", got)
@@ -329,7 +330,7 @@ func TestSpendsDuringTheFirstReportArePaidOnce(t *testing.T) {
 	c := testredis.Standalone(t)
 	h := &holdHook{arrived: make(chan struct{}), release: make(chan struct{})}
 	c.AddHook(h)
-	s := newSyncedSet(t, c, newFake())
+	s := newSyncedSet(t, c, testclock.New())
 	l, err := s.TokenBucket("tb", Options{Rate: 10, Burst: 5})
 	if err != nil {
 		t.Fatal(err)

@@ -35,8 +35,8 @@ func (r *waitResult) get() []Decision {
 // cancel: all on an injected clock (it used to be the binding's loop on the
 // wall clock).
 func TestSlidingWindowWait(t *testing.T) {
-	ft := &fakeTimers{clock: testclock.New()}
-	s := NewMemory(Config{Now: ft.clock.Now, AfterFunc: ft.AfterFunc, Logger: quietLogger()})
+	clk := testclock.New()
+	s := NewMemory(Config{Now: clk.Now, AfterFunc: afterFunc(clk), Logger: quietLogger()})
 	w, err := s.SlidingWindow("sw_wait", Options{Window: time.Second, MaxRequests: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -55,11 +55,11 @@ func TestSlidingWindowWait(t *testing.T) {
 	// Admitted once the first request leaves the window.
 	var granted waitResult
 	w.Wait("k", 1, 5*time.Second, try, granted.done)
-	ft.Advance(990 * time.Millisecond)
+	clk.AdvanceStepwise(990 * time.Millisecond)
 	if c := granted.get(); len(c) != 0 {
 		t.Fatalf("done %+v before the window opened", c)
 	}
-	ft.Advance(20 * time.Millisecond)
+	clk.AdvanceStepwise(20 * time.Millisecond)
 	if c := granted.get(); len(c) != 1 || !c[0].Allowed {
 		t.Fatalf("done %+v, want one allowed decision once the window opened", c)
 	}
@@ -71,11 +71,11 @@ func TestSlidingWindowWait(t *testing.T) {
 	var late waitResult
 	tries = 0
 	w.Wait("k", 1, 300*time.Millisecond, try, late.done)
-	ft.Advance(299 * time.Millisecond)
+	clk.AdvanceStepwise(299 * time.Millisecond)
 	if c := late.get(); len(c) != 0 {
 		t.Fatalf("done %+v before the deadline", c)
 	}
-	ft.Advance(2 * time.Millisecond)
+	clk.AdvanceStepwise(2 * time.Millisecond)
 	if c := late.get(); len(c) != 1 || c[0].Allowed || c[0].Reason != Timeout {
 		t.Fatalf("done %+v, want one timeout", c)
 	}
@@ -89,7 +89,7 @@ func TestSlidingWindowWait(t *testing.T) {
 	if !cancel() || cancel() {
 		t.Fatal("cancel did not report true once, then false")
 	}
-	ft.Advance(3 * time.Second)
+	clk.AdvanceStepwise(3 * time.Second)
 	if c := cancelled.get(); len(c) != 0 {
 		t.Fatalf("a cancelled wait called done: %+v", c)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
@@ -277,7 +276,7 @@ func reportServerTime(b *testing.B, c *redis.Client) func() {
 // marks: 100 000 interval tasks, as schedbench's idle ones.
 func BenchmarkRegisterFootprint(b *testing.B) {
 	const n = 100000
-	o := DefaultOptions(config.Default().Scheduler)
+	o := builtinDefaults
 	o.Overlap = OverlapAllow
 	every, _ := Every(time.Hour)
 	run := func(f Firing, done func(error)) { done(nil) }

@@ -64,7 +64,7 @@ func newCluster(t *testing.T, b backend, offsets ...time.Duration) *cluster {
 }
 
 func (cl *cluster) add(offset time.Duration) *Engine {
-	e, err := New(Config{Store: cl.st, Clock: fakeClock{c: cl.clk, offset: offset}, Events: cl.ev.add,
+	e, err := New(Config{Store: cl.st, Clock: testclock.Offset(cl.clk, offset), Events: cl.ev.add,
 		Log: slog.New(slog.NewTextHandler(testWriter{cl.t}, nil))})
 	if err != nil {
 		cl.t.Fatal(err)

@@ -23,9 +23,9 @@ type Config struct {
 	// virtual time): timers are then armed for the next item however far
 	// off, not re-checked every second for wall-clock steps.
 	Virtual bool
-	// Defaults are what DefaultOptions returns (build them with
-	// scheduler.DefaultOptions(cfg.Scheduler)). Zero: the built-in
-	// defaults of config.Default().
+	// Defaults are what DefaultOptions returns (internal/edge builds them
+	// from the config's scheduler section: edge.SchedulerOptions). Zero:
+	// the defaults Options documents (those of the default config).
 	Defaults Options
 	// LocalOnly runs distributed tasks as local ones: the config's
 	// scheduler.distributed.enabled = false.
@@ -167,7 +167,8 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// builtinDefaults are DefaultOptions of the default config.
+// builtinDefaults are the defaults Options documents: DefaultOptions of
+// the default config (a test in internal/edge checks they agree).
 var builtinDefaults = Options{
 	Timezone: "UTC", LockTTL: 30 * time.Second, MaxRetries: 3, RetryDelay: time.Minute,
 	Overlap: OverlapSkip, CatchUp: DefaultCatchUp, OnRedisDown: RedisDownWait,

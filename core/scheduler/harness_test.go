@@ -9,21 +9,11 @@ import (
 	"time"
 
 	"github.com/shieldrt/shieldglobal/core/store"
-	"github.com/shieldrt/shieldglobal/internal/testclock"
 )
 
-// fakeClock is a testclock.Clock seen through a fixed offset (a process
-// whose clock is off).
-type fakeClock struct {
-	c      *testclock.Clock
-	offset time.Duration
-}
-
-func (f fakeClock) Now() time.Time { return f.c.Now().Add(f.offset) }
-
-func (f fakeClock) AfterFunc(d time.Duration, fn func()) Timer { return f.c.AfterFunc(d, fn) }
-
-// offsetClock is the real clock seen through an offset.
+// offsetClock is the real clock seen through an offset (redis_test.go's
+// processes with skewed clocks): testclock.Offset(clock.Real, offset) as a
+// struct literal.
 type offsetClock struct{ offset time.Duration }
 
 func (o offsetClock) Now() time.Time { return time.Now().Add(o.offset) }

@@ -15,7 +15,7 @@ import (
 func newLocal(t *testing.T) (*Engine, *testclock.Clock, *events) {
 	clk := testclock.New()
 	ev := &events{}
-	e, err := New(Config{Clock: fakeClock{c: clk}, Events: ev.add})
+	e, err := New(Config{Clock: clk, Events: ev.add})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestOwnersAndDetach(t *testing.T) {
 // refuses work.
 func TestClose(t *testing.T) {
 	clk := testclock.New()
-	e, err := New(Config{Clock: fakeClock{c: clk}})
+	e, err := New(Config{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestClose(t *testing.T) {
 		t.Fatalf("Register after Close: %v", err)
 	}
 	// A run that never ends: Close gives up when ctx does.
-	e2, _ := New(Config{Clock: fakeClock{c: clk}})
+	e2, _ := New(Config{Clock: clk})
 	do(t, e2.Register(Task{Name: "stuck", Schedule: every(t, time.Second), Options: e2.DefaultOptions(),
 		Run: func(f Firing, done func(error)) {}}))
 	clk.Advance(time.Second)

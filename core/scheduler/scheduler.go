@@ -55,8 +55,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/shieldrt/shieldglobal/config"
 )
 
 // Errors returned (wrapped) by the package. Match them with errors.Is.
@@ -134,49 +132,40 @@ const (
 	RedisDownRunLocal RedisDown = "run_local"
 )
 
-// Options of one task. Start from Engine.DefaultOptions (the config's
-// defaults) and change what the caller set; Register rejects invalid
-// values with ErrInvalid.
+// Options of one task. Start from Engine.DefaultOptions (Config.Defaults:
+// the config's scheduler section, which internal/edge turns into Options)
+// and change what the caller set; Register rejects invalid values with
+// ErrInvalid. The defaults named below are Engine.DefaultOptions when
+// Config.Defaults is zero (those of the default config); the zero Options
+// itself is invalid (LockTTL, Overlap and OnRedisDown unset).
 type Options struct {
 	// Timezone is the IANA zone cron schedules are read in ("" = UTC).
-	// Interval and one-shot schedules ignore it.
+	// Interval and one-shot schedules ignore it. Default "UTC".
 	Timezone string
 	// Distributed shares the task across every process on the Store: each
-	// firing runs once in one of them (see the package doc).
+	// firing runs once in one of them (see the package doc). Default false.
 	Distributed bool
 	// LockTTL is the lease of a distributed run's claim, renewed every
 	// LockTTL/3 while it runs; > 0. A run whose lease passes without
-	// renewal is re-run elsewhere.
+	// renewal is re-run elsewhere. Default 30 s.
 	LockTTL time.Duration
 	// MaxRetries is how many times a failed firing is run again; >= 0.
+	// Default 3.
 	MaxRetries int
-	// RetryDelay is the wait before each retry; >= 0.
+	// RetryDelay is the wait before each retry; >= 0. Default 1 min.
 	RetryDelay time.Duration
-	// Overlap is OverlapSkip or OverlapAllow.
+	// Overlap is OverlapSkip or OverlapAllow. Default OverlapSkip.
 	Overlap Overlap
 	// CatchUp is how old a missed firing may be and still run; >= 0.
+	// Default DefaultCatchUp (60 s).
 	CatchUp time.Duration
-	// OnRedisDown is RedisDownWait or RedisDownRunLocal.
+	// OnRedisDown is RedisDownWait or RedisDownRunLocal. Default
+	// RedisDownWait.
 	OnRedisDown RedisDown
 }
 
 // DefaultCatchUp is the default Options.CatchUp.
 const DefaultCatchUp = 60 * time.Second
-
-// DefaultOptions returns the options a task gets from the scheduler section
-// of the config: lock_ttl, max_retries, retry_delay and timezone, with
-// overlap "skip", catch_up 60 s, on_redis_down "wait" and distributed off.
-func DefaultOptions(c config.Scheduler) Options {
-	return Options{
-		Timezone:    c.Timezone,
-		LockTTL:     time.Duration(c.Distributed.LockTTL) * time.Millisecond,
-		MaxRetries:  c.Retry.MaxRetries,
-		RetryDelay:  time.Duration(c.Retry.RetryDelay) * time.Millisecond,
-		Overlap:     OverlapSkip,
-		CatchUp:     DefaultCatchUp,
-		OnRedisDown: RedisDownWait,
-	}
-}
 
 // resolved is a task's validated options.
 type resolved struct {

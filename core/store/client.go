@@ -9,76 +9,111 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shieldrt/shieldglobal/config"
 )
 
-// ErrNotConfigured is returned by NewClient when global.redis names no server.
+// ErrNotConfigured is returned by NewClient when the Options name no
+// server (neither URL nor Addrs): global.redis configures none.
 var ErrNotConfigured = errors.New("store: global.redis configures no server")
 
-// NewClient builds the client global.redis describes: a URL, a Sentinel set
-// (master_name), a Cluster (cluster: true) or one standalone address. It does
-// not connect; see Ping. Errors name the offending key.
-func NewClient(r config.Redis) (redis.UniversalClient, error) {
-	millis := func(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+// Options say which Redis server(s) a client connects to and how: what
+// global.redis configures (internal/edge builds them from the config). The
+// zero value names no server.
+type Options struct {
+	// URL is redis://[user:pass@]host:port/db or rediss://... (TLS); with
+	// Cluster, a cluster URL (go-redis's ParseClusterURL). Username,
+	// Password, DB and TLS below override what it says when set. Default ""
+	// (use Addrs).
+	URL string
+	// Addrs lists host:port addresses when URL is "": the Cluster's nodes
+	// with Cluster, the Sentinels with MasterName, else exactly one
+	// standalone server. Default empty.
+	Addrs []string
+	// Cluster selects Redis Cluster mode. Default false.
+	Cluster bool
+	// MasterName is the Sentinel master name (Addrs are the Sentinels).
+	// Default "" (no Sentinel).
+	MasterName string
+	// Username is the ACL user name. Default "" (the URL's, else none).
+	Username string
+	// Password is the Redis password. Default "" (the URL's, else none).
+	Password string
+	// DB is the database number. Default 0 (with a URL: the URL's).
+	DB int
+	// TLS connects with TLS (at least 1.2) when the URL (rediss://) does
+	// not already. Default false.
+	TLS bool
+	// DialTimeout, ReadTimeout and WriteTimeout bound a dial and a socket
+	// read or write. Default 0: go-redis's defaults (dial 5 s, read 3 s,
+	// write as read).
+	DialTimeout, ReadTimeout, WriteTimeout time.Duration
+	// PoolSize is the connection pool size (per node). Default 0:
+	// go-redis's default (10 per CPU).
+	PoolSize int
+}
+
+// NewClient builds the client o describes: a URL, a Sentinel set
+// (MasterName), a Cluster (Cluster) or one standalone address. It does not
+// connect; see Ping. Errors: ErrNotConfigured; a URL go-redis cannot parse,
+// as "global.redis.url: ...".
+func NewClient(o Options) (redis.UniversalClient, error) {
 	switch {
-	case r.URL != "" && r.Cluster:
-		opt, err := redis.ParseClusterURL(r.URL)
+	case o.URL != "" && o.Cluster:
+		opt, err := redis.ParseClusterURL(o.URL)
 		if err != nil {
 			return nil, fmt.Errorf("global.redis.url: %w", err)
 		}
-		if r.Username != "" {
-			opt.Username = r.Username
+		if o.Username != "" {
+			opt.Username = o.Username
 		}
-		if r.Password != "" {
-			opt.Password = r.Password
+		if o.Password != "" {
+			opt.Password = o.Password
 		}
-		if r.TLS && opt.TLSConfig == nil {
+		if o.TLS && opt.TLSConfig == nil {
 			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
-		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = millis(r.DialTimeout), millis(r.ReadTimeout), millis(r.WriteTimeout)
-		opt.PoolSize = r.PoolSize
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = o.DialTimeout, o.ReadTimeout, o.WriteTimeout
+		opt.PoolSize = o.PoolSize
 		opt.ContextTimeoutEnabled = true
 		return newCluster(opt), nil
-	case r.URL != "":
-		opt, err := redis.ParseURL(r.URL)
+	case o.URL != "":
+		opt, err := redis.ParseURL(o.URL)
 		if err != nil {
 			return nil, fmt.Errorf("global.redis.url: %w", err)
 		}
-		if r.Username != "" {
-			opt.Username = r.Username
+		if o.Username != "" {
+			opt.Username = o.Username
 		}
-		if r.Password != "" {
-			opt.Password = r.Password
+		if o.Password != "" {
+			opt.Password = o.Password
 		}
-		if r.DB != 0 { // a URL without a /db path means 0: global.redis.db decides
-			opt.DB = r.DB
+		if o.DB != 0 { // a URL without a /db path means 0: Options.DB decides
+			opt.DB = o.DB
 		}
-		if r.TLS && opt.TLSConfig == nil {
+		if o.TLS && opt.TLSConfig == nil {
 			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
-		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = millis(r.DialTimeout), millis(r.ReadTimeout), millis(r.WriteTimeout)
-		opt.PoolSize = r.PoolSize
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = o.DialTimeout, o.ReadTimeout, o.WriteTimeout
+		opt.PoolSize = o.PoolSize
 		opt.ContextTimeoutEnabled = true
 		return redis.NewClient(opt), nil
-	case len(r.Addrs) > 0:
+	case len(o.Addrs) > 0:
 		u := &redis.UniversalOptions{
-			Addrs: r.Addrs, MasterName: r.MasterName, DB: r.DB,
-			Username: r.Username, Password: r.Password,
-			DialTimeout: millis(r.DialTimeout), ReadTimeout: millis(r.ReadTimeout), WriteTimeout: millis(r.WriteTimeout),
-			PoolSize: r.PoolSize,
+			Addrs: o.Addrs, MasterName: o.MasterName, DB: o.DB,
+			Username: o.Username, Password: o.Password,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolSize: o.PoolSize,
 			// A caller's deadline bounds its socket reads and writes too,
 			// not only the waits between go-redis's attempts: OpTimeout
 			// and every blocking call's timeout rely on it.
 			ContextTimeoutEnabled: true,
 		}
-		if r.TLS {
+		if o.TLS {
 			u.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		switch {
-		case r.Cluster:
+		case o.Cluster:
 			return newCluster(u.Cluster()), nil
-		case r.MasterName != "":
+		case o.MasterName != "":
 			return redis.NewFailoverClient(u.Failover()), nil
 		default:
 			return redis.NewClient(u.Simple()), nil
@@ -135,16 +170,13 @@ func connFailure(err error) bool {
 	return err != nil && !isReplyError(err) && !errors.Is(err, context.Canceled)
 }
 
-// Describe names where a client connects, for error messages and logs.
-func Describe(r config.Redis) string {
-	switch {
-	case r.Inherit:
-		return "the host's client (global.redis.inherit)"
-	case r.URL != "":
-		return redactURL(r.URL)
-	default:
-		return strings.Join(r.Addrs, ",")
+// Describe names where a client of o connects, for error messages and
+// logs: the URL with its credentials hidden, else the addresses.
+func Describe(o Options) string {
+	if o.URL != "" {
+		return redactURL(o.URL)
 	}
+	return strings.Join(o.Addrs, ",")
 }
 
 func redactURL(u string) string {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
@@ -113,8 +112,9 @@ func TestClusterClientFollowsAPromotedReplica(t *testing.T) {
 		}
 	}
 
-	cfg := config.Default().Global.Redis
-	cfg.Addrs, cfg.Cluster = []string{masters[1].Addr, masters[2].Addr}, true
+	// The default config's timeouts (global.redis: dial 5 s, read and write 3 s).
+	cfg := store.Options{Addrs: []string{masters[1].Addr, masters[2].Addr}, Cluster: true,
+		DialTimeout: 5 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second}
 	c, err := store.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
-// Package testclock is a manually advanced clock for tests of code that
-// takes an injected `now func() time.Time` or a clock.Clock, so tests need
-// not sleep.
+// Package testclock is the module's one fake clock: a manually advanced
+// clock for tests of code that takes an injected `now func() time.Time`, a
+// clock.Clock or an AfterFunc, so tests need not sleep. Advance jumps and
+// fires what came due; AdvanceStepwise and FireNext pass time timer by
+// timer; Jump fires nothing; Offset skews a clock.
 package testclock
 
 import (
@@ -121,7 +123,41 @@ func (c *Clock) Next() (at time.Time, ok bool) {
 // pending. Of timers due at the same time those armed through Late go
 // after the others. Virtual time fires timers one at a time this way,
 // letting the effects of each settle before the next.
-func (c *Clock) FireNext() bool {
+func (c *Clock) FireNext() bool { return c.fireNext(time.Time{}, false) }
+
+// AdvanceStepwise moves the clock forward by d the way real time passes:
+// one timer at a time, as FireNext does, while a pending timer is due by
+// the end (now + d), including timers armed meanwhile by the functions it
+// calls; then it sets the clock to the end. So each function runs with
+// the clock at its own deadline, and a timer re-armed within d fires again
+// in the same call. (Advance jumps to the end first and calls only the
+// timers due then, all seeing the end.)
+func (c *Clock) AdvanceStepwise(d time.Duration) {
+	c.mu.Lock()
+	end := c.t.Add(d)
+	c.mu.Unlock()
+	for c.fireNext(end, true) {
+	}
+	c.mu.Lock()
+	if end.After(c.t) {
+		c.t = end
+	}
+	c.mu.Unlock()
+}
+
+// Jump moves the clock forward by d without calling any timer: those that
+// came due stay pending, as timers whose goroutines have not run yet, and
+// fire (late) on the next Advance, AdvanceStepwise or FireNext. For tests
+// of code that must cope with time passing before its timer fires.
+func (c *Clock) Jump(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// fireNext is FireNext; bounded, it leaves a timer due after until alone
+// and reports false.
+func (c *Clock) fireNext(until time.Time, bounded bool) bool {
 	c.mu.Lock()
 	i := -1
 	for j, t := range c.timers {
@@ -129,7 +165,7 @@ func (c *Clock) FireNext() bool {
 			i = j
 		}
 	}
-	if i < 0 {
+	if i < 0 || bounded && c.timers[i].at.After(until) {
 		c.mu.Unlock()
 		return false
 	}
@@ -143,6 +179,20 @@ func (c *Clock) FireNext() bool {
 	t.f()
 	return true
 }
+
+// Offset returns c seen through a fixed offset: Now is c's time plus d,
+// and timers are c's (a duration is the same on both). It stands for a
+// process whose clock is off by d; Offset(clock.Real, d) is the system
+// clock off by d.
+func Offset(c clock.Clock, d time.Duration) clock.Clock { return offset{c, d} }
+
+type offset struct {
+	c clock.Clock
+	d time.Duration
+}
+
+func (o offset) Now() time.Time                                  { return o.c.Now().Add(o.d) }
+func (o offset) AfterFunc(d time.Duration, f func()) clock.Timer { return o.c.AfterFunc(d, f) }
 
 // Late returns c as a clock.Clock whose timers FireNext fires after the
 // other timers due at the same time: the spec runner gives it to the
