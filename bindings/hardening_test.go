@@ -53,8 +53,8 @@ func TestCloseInterruptsATaskThatNeverYields(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
 	rt.Close(200 * time.Millisecond)
-	if took := time.Since(start); took > 200*time.Millisecond+killWait {
-		t.Fatalf("Close took %v, more than grace + %v", took, killWait)
+	if took := time.Since(start); took > 200*time.Millisecond+KillWait {
+		t.Fatalf("Close took %v, more than grace + %v", took, KillWait)
 	}
 	select {
 	case err := <-mainErr:

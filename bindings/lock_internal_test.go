@@ -12,4 +12,4 @@ func testLocks() *Locks {
 }
 
 // activeLocks counts the holds and pending acquires a runtime tracks. Loop only.
-func activeLocks(rt *Runtime) int { return rt.locks.active() }
+func activeLocks(rt *Runtime) int { return lockSlot.Get(rt).active() }

@@ -31,22 +31,22 @@ func (b *queueBinding) installHandleType() {
 	methods := L.NewTable()
 	for _, m := range []struct {
 		name string
-		fn   func(h *queueHandle, a args) int
+		fn   func(h *queueHandle, a Args) int
 	}{
-		{"ack", func(h *queueHandle, a args) int { return h.ack(a, "ack") }},
-		{"nack", func(h *queueHandle, a args) int { return h.nack(a, "nack", 2) }},
+		{"ack", func(h *queueHandle, a Args) int { return h.ack(a, "ack") }},
+		{"nack", func(h *queueHandle, a Args) int { return h.nack(a, "nack", 2) }},
 		{"deliveries", (*queueHandle).deliveries},
 		{"id", (*queueHandle).id},
 	} {
 		name, fn := m.name, m.fn
-		methods.RawSetString(name, b.rt.blocking(func(L *lua.LState) int {
-			a := argsOf(L, queueHandleType, name)
-			return fn(selfAs[*queueHandle](a, 1, queueHandleType), a)
+		methods.RawSetString(name, b.rt.Blocking(func(L *lua.LState) int {
+			a := ArgsOf(L, queueHandleType, name)
+			return fn(SelfAs[*queueHandle](a, 1, queueHandleType), a)
 		}))
 	}
-	setMethods(L, mt, methods)
+	SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		h := selfAs[*queueHandle](argsOf(L, queueHandleType, "__tostring"), 1, queueHandleType)
+		h := SelfAs[*queueHandle](ArgsOf(L, queueHandleType, "__tostring"), 1, queueHandleType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", queueHandleType, h.o.name, h.d.ID)))
 		return 1
 	}))
@@ -77,10 +77,10 @@ func (o *queueObj) hold(h *queueHandle) {
 			o.b.handles[t] = hs
 		}
 		hs[h] = struct{}{}
-		rt.markTask(t, o.b.ended)
+		rt.MarkTask(t, o.b.ended)
 	}
 	if o.extendTimer == nil {
-		o.extendTimer = rt.clock().AfterFunc(o.extendEvery(), func() { rt.Post(o.extendHeld) })
+		o.extendTimer = rt.Clock().AfterFunc(o.extendEvery(), func() { rt.Post(o.extendHeld) })
 	}
 }
 
@@ -104,7 +104,7 @@ func (o *queueObj) unhold(h *queueHandle) bool {
 func (b *queueBinding) taskEnded(t *Task) {
 	for h := range b.handles[t] {
 		if h.o.unhold(h) && !h.d.Settled() {
-			b.rt.log.Warn("shield: queue: a task ended holding a reliable message without ack or nack; released for immediate redelivery",
+			b.rt.Log().Warn("shield: queue: a task ended holding a reliable message without ack or nack; released for immediate redelivery",
 				"queue", h.o.name, "id", h.d.ID, "task", t.Name)
 			h.o.release(h.d)
 		}
@@ -133,14 +133,14 @@ func (o *queueObj) extendHeld() {
 			case err == nil, errors.Is(err, queue.ErrSettled):
 			case errors.Is(err, queue.ErrNotHeld):
 				h.lost = true
-				rt.log.Warn("shield: queue: a held reliable message was given to another consumer (its visibility timeout passed)",
+				rt.Log().Warn("shield: queue: a held reliable message was given to another consumer (its visibility timeout passed)",
 					"queue", o.name, "id", h.d.ID)
 			default:
-				rt.log.Warn("shield: queue: extending a held reliable message failed; retrying", "queue", o.name, "error", err.Error())
+				rt.Log().Warn("shield: queue: extending a held reliable message failed; retrying", "queue", o.name, "error", err.Error())
 			}
 		})
 	}
-	o.extendTimer = rt.clock().AfterFunc(o.extendEvery(), func() { rt.Post(o.extendHeld) })
+	o.extendTimer = rt.Clock().AfterFunc(o.extendEvery(), func() { rt.Post(o.extendHeld) })
 }
 
 // releaseHeld runs when the runtime closes: handles popped outside tasks are
@@ -159,7 +159,7 @@ func (o *queueObj) releaseHeld() {
 // it must go out even while the runtime closes.
 func (o *queueObj) release(d *queue.Delivery) {
 	op := d.Release()
-	o.b.svc.background(o.b.rt.log, "releasing a message of "+o.name, func(ctx context.Context) error {
+	o.b.svc.background(o.b.rt.Log(), "releasing a message of "+o.name, func(ctx context.Context) error {
 		_, err := op.Do(ctx)
 		return err
 	})
@@ -167,26 +167,26 @@ func (o *queueObj) release(d *queue.Delivery) {
 
 // handleArg reads a handle argument of q:ack / q:nack and checks that it is
 // one of this queue's.
-func (o *queueObj) handleArg(a args, n int) *queueHandle {
+func (o *queueObj) handleArg(a Args, n int) *queueHandle {
 	ud, ok := a.L.Get(n).(*lua.LUserData)
 	var h *queueHandle
 	if ok {
 		h, _ = ud.Value.(*queueHandle)
 	}
 	if h == nil {
-		a.bad(n, queueHandleType+" expected, got "+a.got(n))
+		a.Bad(n, queueHandleType+" expected, got "+a.Got(n))
 	}
 	if h.o.rel != o.rel {
-		a.bad(n, fmt.Sprintf("handle of another queue (%q, not %q)", h.o.name, o.name))
+		a.Bad(n, fmt.Sprintf("handle of another queue (%q, not %q)", h.o.name, o.name))
 	}
 	return h
 }
 
 // q:ack(handle) on a reliable queue: handle:ack() for this queue's handles.
-func (o *queueObj) ack(a args) int { return o.handleArg(a, 2).ack(a, "ack") }
+func (o *queueObj) ack(a Args) int { return o.handleArg(a, 2).ack(a, "ack") }
 
 // q:nack(handle [, delay_ms]).
-func (o *queueObj) nack(a args) int { return o.handleArg(a, 2).nack(a, "nack", 3) }
+func (o *queueObj) nack(a Args) int { return o.handleArg(a, 2).nack(a, "nack", 3) }
 
 // settleErr maps what a settle may answer: not_held is a value; settling
 // twice and a foreign handle are errors.
@@ -204,9 +204,9 @@ func (h *queueHandle) settleErr(err error) ([]lua.LValue, error) {
 
 // handle:ack() -> true | nil, "not_held" (its visibility timeout passed
 // and another consumer got the message). Acking twice raises.
-func (h *queueHandle) ack(a args, fn string) int {
+func (h *queueHandle) ack(a Args, fn string) int {
 	if h.d.Settled() {
-		a.fail("the message %s was already acked, nacked or released through this handle", h.d.ID)
+		a.Fail("the message %s was already acked, nacked or released through this handle", h.d.ID)
 	}
 	return RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.d.Ack(), func(_ *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
 		if err == nil || errors.Is(err, queue.ErrNotHeld) {
@@ -223,13 +223,13 @@ func (h *queueHandle) ack(a args, fn string) int {
 // retry_delay) | true, "dead_letter" (that was its last allowed delivery:
 // it moved to the dead letters) | true, "dropped" (the same with dead
 // letters disabled: the message is gone) | nil, "not_held".
-func (h *queueHandle) nack(a args, fn string, n int) int {
+func (h *queueHandle) nack(a Args, fn string, n int) int {
 	delay := h.o.opts.RetryDelay
 	if a.L.Get(n) != lua.LNil {
 		delay = millisArg(a, n, "delay")
 	}
 	if h.d.Settled() {
-		a.fail("the message %s was already acked, nacked or released through this handle", h.d.ID)
+		a.Fail("the message %s was already acked, nacked or released through this handle", h.d.ID)
 	}
 	return RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.d.Nack(delay), func(_ *lua.LState, r queue.NackResult, err error) ([]lua.LValue, error) {
 		if err == nil || errors.Is(err, queue.ErrNotHeld) {
@@ -249,13 +249,13 @@ func (h *queueHandle) nack(a args, fn string, n int) int {
 
 // handle:deliveries() -> how many times the message was delivered, this
 // delivery included.
-func (h *queueHandle) deliveries(a args) int {
+func (h *queueHandle) deliveries(a Args) int {
 	a.L.Push(lua.LNumber(h.d.Deliveries))
 	return 1
 }
 
 // handle:id() -> the message id.
-func (h *queueHandle) id(a args) int {
+func (h *queueHandle) id(a Args) int {
 	a.L.Push(lua.LString(h.d.ID))
 	return 1
 }
@@ -274,28 +274,28 @@ func (b *queueBinding) installDeadLettersType() {
 	methods := L.NewTable()
 	for _, m := range []struct {
 		name string
-		fn   func(dl *deadLetters, a args) int
+		fn   func(dl *deadLetters, a Args) int
 	}{
 		{"range", (*deadLetters).rangeOf}, {"length", (*deadLetters).length},
 		{"requeue", (*deadLetters).requeue}, {"requeue_all", (*deadLetters).requeueAll},
 		{"purge", (*deadLetters).purge}, {"delete", (*deadLetters).delete},
 	} {
 		name, fn := m.name, m.fn
-		methods.RawSetString(name, b.rt.blocking(func(L *lua.LState) int {
-			a := argsOf(L, deadLettersType, name)
-			return fn(selfAs[*deadLetters](a, 1, deadLettersType), a)
+		methods.RawSetString(name, b.rt.Blocking(func(L *lua.LState) int {
+			a := ArgsOf(L, deadLettersType, name)
+			return fn(SelfAs[*deadLetters](a, 1, deadLettersType), a)
 		}))
 	}
-	setMethods(L, mt, methods)
+	SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		dl := selfAs[*deadLetters](argsOf(L, deadLettersType, "__tostring"), 1, deadLettersType)
+		dl := SelfAs[*deadLetters](ArgsOf(L, deadLettersType, "__tostring"), 1, deadLettersType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q)", deadLettersType, dl.o.name)))
 		return 1
 	}))
 }
 
 // q:dead_letter() -> the queue's dead letters.
-func (o *queueObj) deadLetter(a args) int {
+func (o *queueObj) deadLetter(a Args) int {
 	dl := &deadLetters{o: o}
 	if o.kind == queue.KindReliable {
 		dl.l = o.rel.DeadLetters()
@@ -312,20 +312,20 @@ func (o *queueObj) deadLetter(a args) int {
 func (dl *deadLetters) call(fn string) string { return deadLettersType + ":" + fn }
 
 // countArg reads an optional whole number >= 0 at n.
-func countArg(a args, n int, what string, def int) int {
+func countArg(a Args, n int, what string, def int) int {
 	if a.L.Get(n) == lua.LNil {
 		return def
 	}
-	v := a.num(n)
+	v := a.Num(n)
 	if v != v || v < 0 || v > maxQueueCount || v != float64(int64(v)) {
-		a.bad(n, fmt.Sprintf("%s must be a whole number >= 0, got %s", what, lua.LNumber(v).String()))
+		a.Bad(n, fmt.Sprintf("%s must be a whole number >= 0, got %s", what, lua.LNumber(v).String()))
 	}
 	return int(v)
 }
 
 // dead:range([start=0 [, count=100]]) -> {{id, message_id, message,
 // deliveries, at, group}, ...}, oldest first.
-func (dl *deadLetters) rangeOf(a args) int {
+func (dl *deadLetters) rangeOf(a Args) int {
 	start := countArg(a, 2, "start", 0)
 	count := countArg(a, 3, "count", 100)
 	return RunOutcome(dl.o.b.rt, a.L, dl.call("range"), dl.l.Range(start, count), func(L *lua.LState, ls []queue.DeadLetter, err error) ([]lua.LValue, error) {
@@ -349,13 +349,13 @@ func (dl *deadLetters) rangeOf(a args) int {
 	})
 }
 
-func (dl *deadLetters) length(a args) int {
+func (dl *deadLetters) length(a Args) int {
 	return RunOutcome(dl.o.b.rt, a.L, dl.call("length"), dl.l.Length(), counted)
 }
 
 // dead:requeue(id) -> true | nil, "not_found" | nil, "full".
-func (dl *deadLetters) requeue(a args) int {
-	id := a.name(2, "dead letter id")
+func (dl *deadLetters) requeue(a Args) int {
+	id := a.Name(2, "dead letter id")
 	return RunOutcome(dl.o.b.rt, a.L, dl.call("requeue"), dl.l.Requeue(id), func(_ *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
 		switch {
 		case errors.Is(err, queue.ErrNotFound):
@@ -370,7 +370,7 @@ func (dl *deadLetters) requeue(a args) int {
 }
 
 // dead:requeue_all() -> n moved | n, "full" (some stayed: the queue is full).
-func (dl *deadLetters) requeueAll(a args) int {
+func (dl *deadLetters) requeueAll(a Args) int {
 	return RunOutcome(dl.o.b.rt, a.L, dl.call("requeue_all"), dl.l.RequeueAll(), func(_ *lua.LState, n int, err error) ([]lua.LValue, error) {
 		switch {
 		case errors.Is(err, queue.ErrFull):
@@ -382,19 +382,19 @@ func (dl *deadLetters) requeueAll(a args) int {
 	})
 }
 
-func (dl *deadLetters) purge(a args) int {
+func (dl *deadLetters) purge(a Args) int {
 	return RunOutcome(dl.o.b.rt, a.L, dl.call("purge"), dl.l.Purge(), counted)
 }
 
 // dead:delete(id, ...) -> n dropped (ids that are not dead letters count 0).
-func (dl *deadLetters) delete(a args) int {
+func (dl *deadLetters) delete(a Args) int {
 	n := a.L.GetTop()
 	if n < 2 {
-		a.bad(2, "dead letter id expected")
+		a.Bad(2, "dead letter id expected")
 	}
 	ids := make([]string, 0, n-1)
 	for i := 2; i <= n; i++ {
-		ids = append(ids, a.name(i, "dead letter id"))
+		ids = append(ids, a.Name(i, "dead letter id"))
 	}
 	return RunOutcome(dl.o.b.rt, a.L, dl.call("delete"), dl.l.Delete(ids...), counted)
 }

@@ -50,17 +50,17 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 	rt := o.b.rt
 	if timeout <= 0 && o.b.svc.Inline {
 		// One attempt that completes here (a local op): nothing to give back.
-		st := &popState[T]{task: rt.running}
-		v, err := k.first().Do(rt.ctx)
+		st := &popState[T]{task: rt.CurrentTask(L)}
+		v, err := k.first().Do(rt.Context())
 		vals, err := st.result(rt, k, v, err)
 		if err != nil {
-			raise(L, "%s: %s", name, err.Error())
+			Raise(L, "%s: %s", name, err.Error())
 		}
-		return pushAll(L, vals)
+		return PushAll(L, vals)
 	}
 	return rt.Block(L, name, func(w *Wait) func() {
 		st := &popState[T]{task: w.Task()}
-		deadline := rt.clock().Now().Add(timeout)
+		deadline := rt.Clock().Now().Add(timeout)
 		deliver := func(v T, err error) { // any goroutine, once
 			st.mu.Lock()
 			if st.ended {
@@ -97,7 +97,7 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 				}
 			case err == nil || timeout <= 0 || errors.Is(err, queue.ErrClosed):
 				deliver(v, err)
-			case deadline.Sub(rt.clock().Now()) <= 0:
+			case deadline.Sub(rt.Clock().Now()) <= 0:
 				if errors.Is(err, queue.ErrEmpty) {
 					err = queue.ErrTimeout
 				}
@@ -110,14 +110,14 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 					return
 				}
 				if !errors.Is(err, store.ErrNoAnswer) {
-					wait(deadline.Sub(rt.clock().Now()))
+					wait(deadline.Sub(rt.Clock().Now()))
 					return
 				}
 				// Redis already let this pop go unanswered for the
 				// client's whole deadline: a wait that ends without a
 				// message says so, even if the notifier's own pop has
 				// been in flight for less than queue.NoAnswerAfter.
-				st.cancel = k.w.PopWait(deadline.Sub(rt.clock().Now()), func(v T, werr error) {
+				st.cancel = k.w.PopWait(deadline.Sub(rt.Clock().Now()), func(v T, werr error) {
 					if errors.Is(werr, queue.ErrTimeout) {
 						werr = err
 					}
@@ -152,7 +152,7 @@ func (st *popState[T]) result(rt *Runtime, k popKind[T], v T, err error) ([]lua.
 	case errors.Is(err, queue.ErrTimeout):
 		return reason("timeout")
 	case errors.Is(err, queue.ErrClosed):
-		return nil, errClosing
+		return nil, ErrClosing
 	}
 	return nil, err
 }

@@ -21,7 +21,7 @@ func benchLimiterLoop(b *testing.B, setup, body string) {
 		mt := L.NewTable()
 		methods := L.NewTable()
 		methods.RawSetString("allow", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LTrue); return 1 }))
-		setMethods(L, mt, methods)
+		SetMethods(L, mt, methods)
 		ud := L.NewUserData()
 		ud.Metatable = mt
 		L.SetGlobal("obj", ud)

@@ -204,7 +204,7 @@ func (b *schedBinding) listens(k scheduler.EventKind) bool {
 }
 
 // installScheduler registers shield.scheduler() in this runtime.
-func (rt *Runtime) installScheduler(lib *lua.LTable, s *Scheduler) {
+func installScheduler(rt *Runtime, lib *lua.LTable, s *Scheduler) {
 	L := rt.L
 	b := &schedBinding{rt: rt, s: s, owner: "rt-" + strconv.FormatInt(s.ids.Add(1), 10),
 		tasks: map[string]boundTask{}, labeled: map[string]taskLabels{}, listeners: map[scheduler.EventKind][]*lua.LFunction{}}
@@ -226,12 +226,12 @@ func (rt *Runtime) installScheduler(lib *lua.LTable, s *Scheduler) {
 		{"disable", b.disable}, {"enable", b.enable}, {"remove", b.remove}, {"trigger", b.trigger},
 		{"list", b.list},
 	} {
-		methods.RawSetString(m.name, rt.blocking(m.fn))
+		methods.RawSetString(m.name, rt.Blocking(m.fn))
 	}
 	methods.RawSetString("preview", L.NewFunction(b.preview))
 	methods.RawSetString("on", L.NewFunction(b.on))
 	methods.RawSetString("load", b.loader())
-	setMethods(L, mt, methods)
+	SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LString(schedulerType)); return 1 }))
 	b.ud = L.NewUserData()
 	b.ud.Value = b
@@ -240,9 +240,9 @@ func (rt *Runtime) installScheduler(lib *lua.LTable, s *Scheduler) {
 	b.installTaskType()
 }
 
-func (b *schedBinding) args(L *lua.LState, fn string) args {
-	a := argsOf(L, schedulerType, fn)
-	selfAs[*schedBinding](a, 1, schedulerType)
+func (b *schedBinding) args(L *lua.LState, fn string) Args {
+	a := ArgsOf(L, schedulerType, fn)
+	SelfAs[*schedBinding](a, 1, schedulerType)
 	return a
 }
 
@@ -362,16 +362,13 @@ func (a *attempt) end(err error) {
 		done(errors.New(msg))
 		return
 	}
-	rt.callbackErrs.Add(1)
-	if f := rt.svc.Observe.TaskFailed; f != nil {
-		f() // shield_task_errors_total counts scheduled runs (docs/ops.md)
-	}
-	rt.log.Error("shield: scheduled task failed", "task", f.Task, "attempt", f.Attempt,
+	rt.CountFailure() // shield_task_errors_total counts scheduled runs (docs/ops.md)
+	rt.Log().Error("shield: scheduled task failed", "task", f.Task, "attempt", f.Attempt,
 		"scheduled", f.Scheduled.UTC().Format(time.RFC3339Nano), "error", err.Error())
 	if onError != nil {
 		rt.Spawn("on_error "+f.Task, onError, []lua.LValue{lua.LString(msg), info}, func(err error) {
 			if err != nil {
-				rt.callbackFailed("scheduler on_error", f.Task, err)
+				rt.CallbackFailed("scheduler on_error", f.Task, err)
 			}
 		})
 	}
@@ -434,7 +431,7 @@ func (b *schedBinding) deliver(ev scheduler.Event) {
 	for _, fn := range fns {
 		b.rt.Spawn("scheduler "+string(ev.Kind)+" listener", fn, []lua.LValue{nameV, info}, func(err error) {
 			if err != nil {
-				b.rt.callbackFailed("scheduler listener", name, err)
+				b.rt.CallbackFailed("scheduler listener", name, err)
 			}
 		})
 	}
