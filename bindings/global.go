@@ -9,13 +9,14 @@ import (
 	"github.com/shieldrt/shieldglobal/core/codec"
 	"github.com/shieldrt/shieldglobal/core/kv"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 const globalType = "shield.global"
 
 // installGlobal registers shield.global(): one object per runtime whose
 // methods reach the Module's store, cache and pub/sub.
-func installGlobal(rt *Runtime, lib *lua.LTable, g *Global) {
+func installGlobal(rt *runtime.Runtime, lib *lua.LTable, g *Global) {
 	L := rt.L
 	mt := L.NewTable()
 	mt.RawSetString("__name", lua.LString(globalType))
@@ -33,7 +34,7 @@ func installGlobal(rt *Runtime, lib *lua.LTable, g *Global) {
 	} {
 		methods.RawSetString(m.name, rt.Blocking(m.fn))
 	}
-	SetMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LString(globalType)); return 1 }))
 	ud := L.NewUserData()
 	ud.Value = b
@@ -43,19 +44,19 @@ func installGlobal(rt *Runtime, lib *lua.LTable, g *Global) {
 }
 
 type globalBinding struct {
-	rt *Runtime
+	rt *runtime.Runtime
 	g  *Global
 }
 
-func (b *globalBinding) args(L *lua.LState, fn string) Args {
-	a := ArgsOf(L, globalType, fn)
-	SelfAs[*globalBinding](a, 1, globalType)
+func (b *globalBinding) args(L *lua.LState, fn string) runtime.Args {
+	a := runtime.ArgsOf(L, globalType, fn)
+	runtime.SelfAs[*globalBinding](a, 1, globalType)
 	return a
 }
 
 func (b *globalBinding) name(fn string) string { return globalType + ":" + fn }
 
-func (b *globalBinding) encode(a Args, n int) []byte {
+func (b *globalBinding) encode(a runtime.Args, n int) []byte {
 	data, err := codec.Encode(a.L.Get(n))
 	if err != nil {
 		a.Bad(n, err.Error())
@@ -86,17 +87,17 @@ func (b *globalBinding) set(L *lua.LState) int {
 	key := a.Key(2)
 	ttl := time.Duration(a.OptMillis(4, "ttl")) * time.Millisecond
 	if L.Get(3) == lua.LNil {
-		return Run(b.rt, L, b.name("set"), b.g.Store.Delete(key), func(L *lua.LState, _ bool) []lua.LValue {
+		return runtime.Run(b.rt, L, b.name("set"), b.g.Store.Delete(key), func(L *lua.LState, _ bool) []lua.LValue {
 			return b.written(key)(L, struct{}{})
 		})
 	}
-	return Run(b.rt, L, b.name("set"), b.g.Store.Set(key, b.encode(a, 3), ttl), b.written(key))
+	return runtime.Run(b.rt, L, b.name("set"), b.g.Store.Set(key, b.encode(a, 3), ttl), b.written(key))
 }
 
 // g:get(key) -> value or nil.
 func (b *globalBinding) get(L *lua.LState) int {
 	a := b.args(L, "get")
-	return Run(b.rt, L, b.name("get"), b.g.Store.Get(a.Key(2)), pushValue)
+	return runtime.Run(b.rt, L, b.name("get"), b.g.Store.Get(a.Key(2)), pushValue)
 }
 
 func pushValue(_ *lua.LState, v kv.Value) []lua.LValue { return []lua.LValue{decode(v.Data)} }
@@ -105,7 +106,7 @@ func pushValue(_ *lua.LState, v kv.Value) []lua.LValue { return []lua.LValue{dec
 func (b *globalBinding) delete(L *lua.LState) int {
 	a := b.args(L, "delete")
 	key := a.Key(2)
-	return Run(b.rt, L, b.name("delete"), b.g.Store.Delete(key), func(_ *lua.LState, existed bool) []lua.LValue {
+	return runtime.Run(b.rt, L, b.name("delete"), b.g.Store.Delete(key), func(_ *lua.LState, existed bool) []lua.LValue {
 		b.g.Evict(key)
 		return []lua.LValue{lua.LBool(existed)}
 	})
@@ -137,7 +138,7 @@ func (b *globalBinding) mset(L *lua.LState) int {
 	if bad != "" {
 		a.Bad(2, bad)
 	}
-	return Run(b.rt, L, b.name("mset"), b.g.Store.MSet(pairs, ttl), b.written(keys...))
+	return runtime.Run(b.rt, L, b.name("mset"), b.g.Store.MSet(pairs, ttl), b.written(keys...))
 }
 
 // g:mget(k1, k2, ...) or g:mget({k1, k2}) -> {k1 = v1, ...}; missing keys are absent.
@@ -157,7 +158,7 @@ func (b *globalBinding) mget(L *lua.LState) int {
 			keys = append(keys, a.Key(i))
 		}
 	}
-	return Run(b.rt, L, b.name("mget"), b.g.Store.MGet(keys), func(L *lua.LState, vals [][]byte) []lua.LValue {
+	return runtime.Run(b.rt, L, b.name("mget"), b.g.Store.MGet(keys), func(L *lua.LState, vals [][]byte) []lua.LValue {
 		out := L.CreateTable(0, len(keys))
 		for i, k := range keys {
 			if vals[i] != nil {
@@ -181,7 +182,7 @@ func (b *globalBinding) add(L *lua.LState, fn string, sign float64) int {
 	if delta != delta || delta > 1e300 || delta < -1e300 {
 		a.Bad(3, "delta must be a number between -1e300 and 1e300")
 	}
-	return Run(b.rt, L, b.name(fn), b.g.Store.IncrBy(key, delta), func(_ *lua.LState, n float64) []lua.LValue {
+	return runtime.Run(b.rt, L, b.name(fn), b.g.Store.IncrBy(key, delta), func(_ *lua.LState, n float64) []lua.LValue {
 		b.g.Evict(key)
 		return []lua.LValue{lua.LNumber(n)}
 	})
@@ -198,7 +199,7 @@ func (b *globalBinding) getCached(L *lua.LState) int {
 		L.Push(decode(rd.Data))
 		return 1
 	}
-	return Run(b.rt, L, b.name("get_cached"), rd.Op, func(L *lua.LState, v kv.Value) []lua.LValue {
+	return runtime.Run(b.rt, L, b.name("get_cached"), rd.Op, func(L *lua.LState, v kv.Value) []lua.LValue {
 		rd.Done(v)
 		return pushValue(L, v)
 	})
@@ -210,7 +211,7 @@ func (b *globalBinding) invalidate(L *lua.LState) int {
 	a := b.args(L, "invalidate")
 	key := a.Key(2)
 	b.g.Evict(key)
-	return Run(b.rt, L, b.name("invalidate"), b.g.Store.Invalidate(key), func(*lua.LState, struct{}) []lua.LValue { return nil })
+	return runtime.Run(b.rt, L, b.name("invalidate"), b.g.Store.Invalidate(key), func(*lua.LState, struct{}) []lua.LValue { return nil })
 }
 
 // g:cache_stats() -> {enabled, size, hits, misses, hit_rate} of this

@@ -11,6 +11,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/lock"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 	shieldlua "github.com/shieldrt/shieldglobal/lua/shield"
 )
 
@@ -36,7 +37,7 @@ const (
 
 // lockBinding is the lock capability of one runtime.
 type lockBinding struct {
-	rt    *Runtime
+	rt    *runtime.Runtime
 	locks *Locks
 	sess  *lock.Session
 	mts   map[string]*lua.LTable
@@ -49,7 +50,7 @@ type lockBinding struct {
 	own   lock.Owner
 	// ended is the bit of the task-end hook that releases what an ended
 	// task still holds (set on a task when it takes a hold).
-	ended EndHook
+	ended runtime.EndHook
 	// pending is what an acquire's inline attempt returns when the call
 	// has to wait (see inlineFirst).
 	pending *lua.LUserData
@@ -64,14 +65,14 @@ type lockObj struct {
 
 // lockSlot holds a runtime's lock binding (nil when the lock capability is
 // off).
-var lockSlot = NewSlot[lockBinding]()
+var lockSlot = runtime.NewSlot[lockBinding]()
 
-func installLocks(rt *Runtime, lib *lua.LTable, l *Locks) {
+func installLocks(rt *runtime.Runtime, lib *lua.LTable, l *Locks) {
 	L := rt.L
 	b := &lockBinding{rt: rt, locks: l, sess: l.service(rt.Log()).NewSession(rt.Loop()),
 		mts: map[string]*lua.LTable{}, main: map[*lock.Hold]struct{}{}}
 	rt.OnClose(b.close)
-	b.ended = rt.OnTaskEnd(func(t *Task) { b.sess.AbandonOwner(t.Owner(), t.Name) })
+	b.ended = rt.OnTaskEnd(func(t *runtime.Task) { b.sess.AbandonOwner(t.Owner(), t.Name) })
 
 	lockSlot.Set(rt, b)
 
@@ -91,7 +92,7 @@ func installLocks(rt *Runtime, lib *lua.LTable, l *Locks) {
 		inProcess := kind == kindMutex || kind == kindSpinlock || kind == kindRead || kind == kindWrite
 		for _, m := range []struct {
 			name string
-			fn   func(*lua.LState, *lockObj, Args) int
+			fn   func(*lua.LState, *lockObj, runtime.Args) int
 		}{
 			{"acquire", b.acquire}, {"try_acquire", b.tryAcquire}, {"release", b.release},
 			{"extend", b.extend}, {"auto_extend", b.autoExtend},
@@ -135,7 +136,7 @@ func installLocks(rt *Runtime, lib *lua.LTable, l *Locks) {
 		L.Call(2, 1)
 		methods.RawSetString("with", L.Get(-1))
 		L.Pop(1)
-		SetMethods(L, mt, methods)
+		runtime.SetMethods(L, mt, methods)
 		mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
 			lo, _ := b.self(L, kind, "__tostring")
 			L.Push(lua.LString(fmt.Sprintf("%s(%q)", lo.kind, lo.l.Name())))
@@ -150,12 +151,12 @@ func installLocks(rt *Runtime, lib *lua.LTable, l *Locks) {
 		for _, side := range []string{"read_lock", "write_lock"} {
 			typ, side := typ, side
 			methods.RawSetString(side, L.NewFunction(func(L *lua.LState) int {
-				pair := SelfAs[*lua.LTable](ArgsOf(L, typ, side), 1, typ)
+				pair := runtime.SelfAs[*lua.LTable](runtime.ArgsOf(L, typ, side), 1, typ)
 				L.Push(pair.RawGetString(side))
 				return 1
 			}))
 		}
-		SetMethods(L, mt, methods)
+		runtime.SetMethods(L, mt, methods)
 		b.mts[typ] = mt
 	}
 	mgr := L.NewTable()
@@ -163,7 +164,7 @@ func installLocks(rt *Runtime, lib *lua.LTable, l *Locks) {
 	mgrMethods := L.NewTable()
 	mgrMethods.RawSetString("acquire", rt.Blocking(func(L *lua.LState) int { return b.mgr(L, "acquire") }))
 	mgrMethods.RawSetString("try_acquire", rt.Blocking(func(L *lua.LState) int { return b.mgr(L, "try_acquire") }))
-	SetMethods(L, mgr, mgrMethods)
+	runtime.SetMethods(L, mgr, mgrMethods)
 	mgrUD := L.NewUserData()
 	mgrUD.Value = b
 	mgrUD.Metatable = mgr
@@ -180,7 +181,7 @@ func installLocks(rt *Runtime, lib *lua.LTable, l *Locks) {
 
 // makeObj builds a lock object of kind; a bad option raises an argument
 // error at n.
-func (b *lockBinding) makeObj(a Args, n int, kind string, spec lock.Spec, onLost *lua.LFunction) *lua.LUserData {
+func (b *lockBinding) makeObj(a runtime.Args, n int, kind string, spec lock.Spec, onLost *lua.LFunction) *lua.LUserData {
 	l, err := b.sess.NewLock(spec)
 	if err != nil {
 		if oe, ok := lock.IsOptionError(err); ok {
@@ -200,7 +201,7 @@ func (b *lockBinding) makeObj(a Args, n int, kind string, spec lock.Spec, onLost
 
 // shield.mutex(name [, opts]), shield.spinlock, shield.distributed_mutex.
 func (b *lockBinding) newLock(L *lua.LState, kind string, scope lock.Scope, spin bool) int {
-	a := ArgsOf(L, "shield", kind[len("shield."):])
+	a := runtime.ArgsOf(L, "shield", kind[len("shield."):])
 	name := a.Key(1)
 	g, onLost := lockOptions(a, 2)
 	L.Push(b.makeObj(a, 2, kind, lock.Spec{Name: name, Mode: lock.Exclusive, Scope: scope, Spin: spin, Given: g}, onLost))
@@ -210,7 +211,7 @@ func (b *lockBinding) newLock(L *lua.LState, kind string, scope lock.Scope, spin
 // shield.rwlock(name [, opts]) / shield.distributed_rwlock: an object whose
 // read_lock() and write_lock() are the two sides of one lock.
 func (b *lockBinding) newRW(L *lua.LState, typ string, scope lock.Scope) int {
-	a := ArgsOf(L, "shield", typ[len("shield."):])
+	a := runtime.ArgsOf(L, "shield", typ[len("shield."):])
 	name := a.Key(1)
 	g, onLost := lockOptions(a, 2)
 	pair := L.NewTable()
@@ -227,13 +228,13 @@ func (b *lockBinding) newRW(L *lua.LState, typ string, scope lock.Scope) int {
 }
 
 // self checks that argument 1 is a lock object of kind.
-func (b *lockBinding) self(L *lua.LState, kind, fn string) (*lockObj, Args) {
-	a := ArgsOf(L, kind, fn)
-	lo := SelfAs[*lockObj](a, 1, kind)
+func (b *lockBinding) self(L *lua.LState, kind, fn string) (*lockObj, runtime.Args) {
+	a := runtime.ArgsOf(L, kind, fn)
+	lo := runtime.SelfAs[*lockObj](a, 1, kind)
 	// An in-process lock runs no store.Op: the module's end is checked here
 	// (a distributed lock's Ops fail with it by themselves).
 	if err := b.rt.ModuleClosed(); err != nil {
-		Raise(L, "%s:%s: %s", kind, fn, err.Error())
+		runtime.Raise(L, "%s:%s: %s", kind, fn, err.Error())
 	}
 	return lo, a
 }
@@ -256,7 +257,7 @@ func (b *lockBinding) ownerOf(L *lua.LState) lock.Owner {
 
 // held takes a new hold into the runtime's care: it is released when its
 // task ends (or, outside tasks, when the runtime closes). Loop only.
-func (b *lockBinding) held(task *Task, h *lock.Hold) {
+func (b *lockBinding) held(task *runtime.Task, h *lock.Hold) {
 	if task == nil {
 		b.main[h] = struct{}{}
 		return
@@ -267,7 +268,7 @@ func (b *lockBinding) held(task *Task, h *lock.Hold) {
 // over takes an ended hold taken outside tasks out of the runtime's care.
 // A task's lost hold keeps its record until the task ends (lost() keeps
 // answering true).
-func (b *lockBinding) over(task *Task, h *lock.Hold) {
+func (b *lockBinding) over(task *runtime.Task, h *lock.Hold) {
 	if task == nil && h.Released() {
 		delete(b.main, h)
 	}
@@ -306,7 +307,7 @@ func waitOption(lo *lockObj) time.Duration {
 
 // acquireTimeout reads acquire's optional timeout (ms); nil uses the
 // object's wait option.
-func acquireTimeout(a Args, lo *lockObj, n int) time.Duration {
+func acquireTimeout(a runtime.Args, lo *lockObj, n int) time.Duration {
 	if a.L.Get(n) == lua.LNil {
 		return waitOption(lo)
 	}
@@ -376,7 +377,7 @@ var resultFalse = []lua.LValue{lua.LFalse}
 // the blocking-call wrapper: when the lock cannot be had at once and the
 // call would wait, it changes nothing and returns b.pending (the method
 // then makes the call again as a blocking call).
-func (b *lockBinding) startInline(L *lua.LState, lo *lockObj, a Args, timeout time.Duration, tryAcq bool) int {
+func (b *lockBinding) startInline(L *lua.LState, lo *lockObj, a runtime.Args, timeout time.Duration, tryAcq bool) int {
 	result := resultPair
 	if tryAcq {
 		result = tryResult
@@ -390,7 +391,7 @@ func (b *lockBinding) startInline(L *lua.LState, lo *lockObj, a Args, timeout ti
 
 // tryNow is an acquire's attempt made right here: done is false when the
 // lock is taken and the call has to wait (nothing changed).
-func (b *lockBinding) tryNow(L *lua.LState, lo *lockObj, a Args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) (n int, done bool) {
+func (b *lockBinding) tryNow(L *lua.LState, lo *lockObj, a runtime.Args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) (n int, done bool) {
 	owner := b.ownerOf(L)
 	// Fast path: a free in-process lock is taken right here, with nothing
 	// registered but the hold itself (and the task's end-hook bit).
@@ -405,20 +406,20 @@ func (b *lockBinding) tryNow(L *lua.LState, lo *lockObj, a Args, timeout time.Du
 	}
 	vals, err := acquireOutcome(lo, result, err)
 	if err != nil {
-		Raise(L, "%s:%s: %s", lo.kind, a.Fn, err.Error())
+		runtime.Raise(L, "%s:%s: %s", lo.kind, a.Fn, err.Error())
 	}
-	return PushAll(L, vals), true
+	return runtime.PushAll(L, vals), true
 }
 
 // start acquires lo for the running task; result turns the outcome into
 // Lua values.
-func (b *lockBinding) start(L *lua.LState, lo *lockObj, a Args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) int {
+func (b *lockBinding) start(L *lua.LState, lo *lockObj, a runtime.Args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) int {
 	if n, done := b.tryNow(L, lo, a, timeout, result); done {
 		return n
 	}
 	owner := b.ownerOf(L)
 	task := b.rt.CurrentTask(L)
-	return b.rt.Block(L, lo.kind+":"+a.Fn, func(w *Wait) func() {
+	return b.rt.Block(L, lo.kind+":"+a.Fn, func(w *runtime.Wait) func() {
 		return lo.l.Acquire(owner, timeout, func(h *lock.Hold, err error) {
 			if err == nil {
 				b.held(task, h)
@@ -450,7 +451,7 @@ func lockError(lo *lockObj, err error) error {
 	case errors.Is(err, lock.ErrUpgrade):
 		return errors.New("cannot upgrade a read lock to a write lock: release the read lock first")
 	case errors.Is(err, lock.ErrClosed):
-		return ErrClosing
+		return runtime.ErrClosing
 	}
 	var st *lock.StalledError
 	if errors.As(err, &st) {
@@ -463,30 +464,30 @@ func lockError(lo *lockObj, err error) error {
 // l:acquire([timeout_ms]) -> true | false, "timeout" | "lost" (a re-entry
 // of this task's hold, which is lost). Waits (the task yields) until
 // granted; acquire(0) makes one attempt.
-func (b *lockBinding) acquire(L *lua.LState, lo *lockObj, a Args) int {
+func (b *lockBinding) acquire(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	return b.start(L, lo, a, acquireTimeout(a, lo, 2), resultPair)
 }
 
 // l:try_acquire() -> true | false: one attempt, never waits.
-func (b *lockBinding) tryAcquire(L *lua.LState, lo *lockObj, a Args) int {
+func (b *lockBinding) tryAcquire(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	return b.start(L, lo, a, lock.TryOnce, tryResult)
 }
 
 // releaseInline is release for an in-process lock object, called without
 // the blocking-call wrapper: such a release always completes right here.
-func (b *lockBinding) releaseInline(L *lua.LState, lo *lockObj, a Args) int {
+func (b *lockBinding) releaseInline(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	if lo.l.Scope() != lock.InProcess {
-		Raise(L, "%s:release: not an in-process lock", lo.kind) // a bug: it could not wait here
+		runtime.Raise(L, "%s:release: not an in-process lock", lo.kind) // a bug: it could not wait here
 	}
 	return b.release(L, lo, a)
 }
 
 // l:release() -> true | false, "not_held" | "lost". A re-entrant hold is
 // released when its count reaches zero.
-func (b *lockBinding) release(L *lua.LState, lo *lockObj, a Args) int {
+func (b *lockBinding) release(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	h := lo.l.Hold(b.ownerOf(L))
 	if h == nil {
-		return PushAll(L, resultPair(false, "not_held"))
+		return runtime.PushAll(L, resultPair(false, "not_held"))
 	}
 	task := b.rt.CurrentTask(L)
 	if _, err, ok := h.ReleaseNow(); ok { // in-process: done right here
@@ -494,11 +495,11 @@ func (b *lockBinding) release(L *lua.LState, lo *lockObj, a Args) int {
 		h.Recycle() // nothing here keeps h: the next hold may reuse it
 		vals, err := holdValues(err)
 		if err != nil {
-			Raise(L, "%s:release: %s", lo.kind, err.Error())
+			runtime.Raise(L, "%s:release: %s", lo.kind, err.Error())
 		}
-		return PushAll(L, vals)
+		return runtime.PushAll(L, vals)
 	}
-	return b.rt.Block(L, lo.kind+":release", func(w *Wait) func() {
+	return b.rt.Block(L, lo.kind+":release", func(w *runtime.Wait) func() {
 		h.Release(func(_ int, err error) {
 			b.over(task, h)
 			w.Complete(holdOutcome(err))
@@ -508,7 +509,7 @@ func (b *lockBinding) release(L *lua.LState, lo *lockObj, a Args) int {
 }
 
 // l:extend(ms) -> true | false, "not_held" | "lost": resets the lease to ms.
-func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a Args) int {
+func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	if L.Get(2) == lua.LNil {
 		a.TypeError(2, "number")
 	}
@@ -518,9 +519,9 @@ func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a Args) int {
 	}
 	h := lo.l.Hold(b.ownerOf(L))
 	if h == nil {
-		return PushAll(L, resultPair(false, "not_held"))
+		return runtime.PushAll(L, resultPair(false, "not_held"))
 	}
-	return b.rt.Block(L, lo.kind+":extend", func(w *Wait) func() {
+	return b.rt.Block(L, lo.kind+":extend", func(w *runtime.Wait) func() {
 		h.Refresh(ttl, func(err error) {
 			w.Complete(holdOutcome(err))
 		})
@@ -530,7 +531,7 @@ func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a Args) int {
 
 // holdOutcome is release's and extend's answer for err: true, or false
 // with "lost" or "not_held"; other errors raise.
-func holdOutcome(err error) Result {
+func holdOutcome(err error) runtime.Result {
 	return func() ([]lua.LValue, error) { return holdValues(err) }
 }
 
@@ -549,7 +550,7 @@ func holdValues(err error) ([]lua.LValue, error) {
 // l:auto_extend(enabled [, interval_ms]): the watchdog renews the lease
 // every interval while this task holds the lock (and for later holds taken
 // through this object).
-func (b *lockBinding) autoExtend(L *lua.LState, lo *lockObj, a Args) int {
+func (b *lockBinding) autoExtend(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	if _, ok := L.Get(2).(lua.LBool); !ok {
 		a.TypeError(2, "boolean")
 	}
@@ -576,8 +577,8 @@ func (b *lockBinding) autoExtend(L *lua.LState, lo *lockObj, a Args) int {
 }
 
 // info runs the lock's info operation and converts its result.
-func (b *lockBinding) infoCall(L *lua.LState, lo *lockObj, a Args, convert func(*lua.LState, lock.Info) []lua.LValue) int {
-	return Run(b.rt, L, lo.kind+":"+a.Fn, lo.l.InfoOp(), func(L *lua.LState, info lock.Info) []lua.LValue {
+func (b *lockBinding) infoCall(L *lua.LState, lo *lockObj, a runtime.Args, convert func(*lua.LState, lock.Info) []lua.LValue) int {
+	return runtime.Run(b.rt, L, lo.kind+":"+a.Fn, lo.l.InfoOp(), func(L *lua.LState, info lock.Info) []lua.LValue {
 		if !info.Held || len(info.Owners) == 0 {
 			return []lua.LValue{lua.LNil}
 		}
@@ -606,7 +607,7 @@ func (b *lockBinding) ownerTable(L *lua.LState, h lock.Holder) *lua.LTable {
 }
 
 // l:owner() -> {node_id, service_id, service_name, thread_id} of the holder, or nil.
-func (b *lockBinding) owner(L *lua.LState, lo *lockObj, a Args) int {
+func (b *lockBinding) owner(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	return b.infoCall(L, lo, a, func(L *lua.LState, info lock.Info) []lua.LValue {
 		return []lua.LValue{b.ownerTable(L, info.Owners[0])}
 	})
@@ -620,13 +621,13 @@ func ttlValue(d time.Duration) lua.LValue {
 }
 
 // l:ttl() -> remaining lease in ms (-1: no expiry), or nil when free.
-func (b *lockBinding) ttl(L *lua.LState, lo *lockObj, a Args) int {
+func (b *lockBinding) ttl(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	return b.infoCall(L, lo, a, func(L *lua.LState, info lock.Info) []lua.LValue { return []lua.LValue{ttlValue(info.TTL)} })
 }
 
 // l:info() -> the 锁信息 table {key, owner, acquired_at, ttl, reentrant_count,
 // token, owners}, or nil when the lock is free.
-func (b *lockBinding) info(L *lua.LState, lo *lockObj, a Args) int {
+func (b *lockBinding) info(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	return b.infoCall(L, lo, a, func(L *lua.LState, info lock.Info) []lua.LValue {
 		t := L.NewTable()
 		t.RawSetString("key", lua.LString(lo.l.Name()))
@@ -654,7 +655,7 @@ func (b *lockBinding) info(L *lua.LState, lo *lockObj, a Args) int {
 }
 
 // l:token() -> the fencing token of this task's hold (distributed locks), or nil.
-func (b *lockBinding) token(L *lua.LState, lo *lockObj, _ Args) int {
+func (b *lockBinding) token(L *lua.LState, lo *lockObj, _ runtime.Args) int {
 	if h := lo.l.Hold(b.ownerOf(L)); h != nil && h.Token() != 0 {
 		L.Push(lua.LNumber(h.Token()))
 		return 1
@@ -665,13 +666,13 @@ func (b *lockBinding) token(L *lua.LState, lo *lockObj, _ Args) int {
 
 // l:lost() -> true when this task's hold was found lost (also after its
 // release reported "lost").
-func (b *lockBinding) lost(L *lua.LState, lo *lockObj, _ Args) int {
+func (b *lockBinding) lost(L *lua.LState, lo *lockObj, _ runtime.Args) int {
 	L.Push(lua.LBool(lo.l.Lost(b.ownerOf(L))))
 	return 1
 }
 
 // l:on_lost(fn): fn(name, reason) runs as a task when a hold is lost.
-func (b *lockBinding) setOnLost(L *lua.LState, lo *lockObj, a Args) int {
+func (b *lockBinding) setOnLost(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	b.setLost(lo, a.Function(2))
 	return 0
 }
@@ -683,7 +684,7 @@ func (b *lockBinding) setLost(lo *lockObj, fn *lua.LFunction) {
 	lo.onLost = fn
 }
 
-func (b *lockBinding) lockName(L *lua.LState, lo *lockObj, _ Args) int {
+func (b *lockBinding) lockName(L *lua.LState, lo *lockObj, _ runtime.Args) int {
 	L.Push(lua.LString(lo.l.Name()))
 	return 1
 }
@@ -710,8 +711,8 @@ func (b *lockBinding) lost1(lo *lockObj, h *lock.Hold) {
 // lock:acquire(name [, opts]) -> handle | nil, "timeout" | "lost": waits up to
 // opts.wait (default lock.wait; 0 = no limit). lock:try_acquire(name [, opts]) -> handle | nil.
 func (b *lockBinding) mgr(L *lua.LState, fn string) int {
-	a := ArgsOf(L, lockManagerType, fn)
-	SelfAs[*lockBinding](a, 1, lockManagerType)
+	a := runtime.ArgsOf(L, lockManagerType, fn)
+	runtime.SelfAs[*lockBinding](a, 1, lockManagerType)
 	name := a.Key(2)
 	g, onLost := lockOptions(a, 3)
 	ud := b.makeObj(a, 3, kindHandle, lock.Spec{Name: name, Mode: lock.Exclusive, Scope: lock.Distributed, Given: g}, onLost)

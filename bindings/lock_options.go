@@ -9,6 +9,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/lock"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 var lockOptionNames = []string{"ttl", "retry", "max_retries", "reentrant", "wait", "fair", "auto_extend", "extend_interval", "on_lost"}
@@ -19,7 +20,7 @@ const maxMillis = 1e15
 // lockOptions reads the options table at n (optional) into what core/lock
 // resolves against the configured defaults. It checks types and ranges; the
 // policy (max_ttl, an interval shorter than the ttl) is core/lock's.
-func lockOptions(a Args, n int) (lock.Given, *lua.LFunction) {
+func lockOptions(a runtime.Args, n int) (lock.Given, *lua.LFunction) {
 	var g lock.Given
 	if a.L.Get(n) == lua.LNil {
 		return g, nil
@@ -101,7 +102,7 @@ func numberText(f float64) string {
 }
 
 // lockMillis reads an optional duration argument in ms (0 when absent).
-func lockMillis(a Args, n int, what string) time.Duration {
+func lockMillis(a runtime.Args, n int, what string) time.Duration {
 	if a.L.Get(n) == lua.LNil {
 		return 0
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/codec"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 const subscriptionType = "shield.subscription"
@@ -24,7 +25,7 @@ const subscribeTimeout = 10 * time.Second
 // function, one message at a time, each call a task of its own: fn may block,
 // and the next message waits until it returns. Loop-only except deliver.
 type subscription struct {
-	rt      *Runtime
+	rt      *runtime.Runtime
 	fn      *lua.LFunction
 	name    string // channel or pattern, for logs
 	bus     pubsub.Subscription
@@ -100,19 +101,19 @@ func (s *subscription) close() {
 	}
 }
 
-func installSubscriptionType(rt *Runtime) {
+func installSubscriptionType(rt *runtime.Runtime) {
 	L := rt.L
 	mt := L.NewTypeMetatable(subscriptionType)
 	mt.RawSetString("__name", lua.LString(subscriptionType))
 	methods := L.NewTable()
 	methods.RawSetString("unsubscribe", rt.Blocking(func(L *lua.LState) int { return unsubscribe(rt, L) }))
-	SetMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 }
 
 // sub:unsubscribe(): no message is delivered after it returns; the server
 // side is unsubscribed too. Idempotent.
-func unsubscribe(rt *Runtime, L *lua.LState) int {
-	s := SelfAs[*subscription](ArgsOf(L, subscriptionType, "unsubscribe"), 1, subscriptionType)
+func unsubscribe(rt *runtime.Runtime, L *lua.LState) int {
+	s := runtime.SelfAs[*subscription](runtime.ArgsOf(L, subscriptionType, "unsubscribe"), 1, subscriptionType)
 	bs := s.stop()
 	if bs == nil {
 		return 0
@@ -121,7 +122,7 @@ func unsubscribe(rt *Runtime, L *lua.LState) int {
 		bs.Unsubscribe()
 		return 0
 	}
-	return Run(rt, L, subscriptionType+":unsubscribe", store.Work(func(context.Context) (struct{}, error) {
+	return runtime.Run(rt, L, subscriptionType+":unsubscribe", store.Work(func(context.Context) (struct{}, error) {
 		bs.Unsubscribe()
 		return struct{}{}, nil
 	}), func(*lua.LState, struct{}) []lua.LValue { return nil })
@@ -165,7 +166,7 @@ func (b *globalBinding) sub(L *lua.LState, fn string, pattern bool) int {
 	if s.inline {
 		op = store.Local(func() (pubsub.Subscription, error) { return subscribe(b.rt.Context()) })
 	}
-	return Run(b.rt, L, b.name(fn), op, func(L *lua.LState, bs pubsub.Subscription) []lua.LValue {
+	return runtime.Run(b.rt, L, b.name(fn), op, func(L *lua.LState, bs pubsub.Subscription) []lua.LValue {
 		s.bus = bs
 		if s.closed { // the runtime closed while subscribing
 			go s.bus.Unsubscribe()
@@ -185,7 +186,7 @@ func (b *globalBinding) publish(L *lua.LState) int {
 	if err != nil {
 		a.Bad(3, err.Error())
 	}
-	return Run(b.rt, L, b.name("publish"), b.g.Bus.PublishOp(ch, data), func(_ *lua.LState, n int64) []lua.LValue {
+	return runtime.Run(b.rt, L, b.name("publish"), b.g.Bus.PublishOp(ch, data), func(_ *lua.LState, n int64) []lua.LValue {
 		return []lua.LValue{lua.LNumber(n)}
 	})
 }

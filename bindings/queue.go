@@ -21,6 +21,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/queue"
 	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/edge"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // The Lua types of the queue capability.
@@ -155,15 +156,15 @@ func (q *Queues) Drain(timeout time.Duration) {
 
 // queueBinding is the queue capability of one runtime.
 type queueBinding struct {
-	rt  *Runtime
+	rt  *runtime.Runtime
 	svc *Queues
 	// objs maps each core queue this runtime opened to its Lua object, so
 	// opening a name again returns the same object. Loop only.
 	objs map[any]*lua.LUserData
 	// handles are the reliable deliveries each task holds, released when
 	// it ends (the task-end hook of bit ended). Loop only.
-	handles map[*Task]map[*queueHandle]struct{}
-	ended   EndHook
+	handles map[*runtime.Task]map[*queueHandle]struct{}
+	ended   runtime.EndHook
 }
 
 // queueObj is one queue as scripts see it.
@@ -190,12 +191,12 @@ type queueObj struct {
 // kindMethod is one Lua method of a queue type.
 type kindMethod struct {
 	name string
-	fn   func(o *queueObj, a Args) int
+	fn   func(o *queueObj, a runtime.Args) int
 }
 
-func installQueues(rt *Runtime, lib *lua.LTable, q *Queues) {
+func installQueues(rt *runtime.Runtime, lib *lua.LTable, q *Queues) {
 	L := rt.L
-	b := &queueBinding{rt: rt, svc: q, objs: map[any]*lua.LUserData{}, handles: map[*Task]map[*queueHandle]struct{}{}}
+	b := &queueBinding{rt: rt, svc: q, objs: map[any]*lua.LUserData{}, handles: map[*runtime.Task]map[*queueHandle]struct{}{}}
 	b.ended = rt.OnTaskEnd(b.taskEnded)
 	common := []kindMethod{
 		{"pop", (*queueObj).pop}, {"length", (*queueObj).length}, {"consume", (*queueObj).consume},
@@ -229,13 +230,13 @@ func installQueues(rt *Runtime, lib *lua.LTable, q *Queues) {
 		for _, m := range k.methods {
 			fn, name := m.fn, m.name
 			methods.RawSetString(name, rt.Blocking(func(L *lua.LState) int {
-				a := ArgsOf(L, typ, name)
-				return fn(SelfAs[*queueObj](a, 1, typ), a)
+				a := runtime.ArgsOf(L, typ, name)
+				return fn(runtime.SelfAs[*queueObj](a, 1, typ), a)
 			}))
 		}
-		SetMethods(L, mt, methods)
+		runtime.SetMethods(L, mt, methods)
 		mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-			o := SelfAs[*queueObj](ArgsOf(L, typ, "__tostring"), 1, typ)
+			o := runtime.SelfAs[*queueObj](runtime.ArgsOf(L, typ, "__tostring"), 1, typ)
 			L.Push(lua.LString(fmt.Sprintf("%s(%q)", o.typ, o.name)))
 			return 1
 		}))
@@ -250,7 +251,7 @@ func installQueues(rt *Runtime, lib *lua.LTable, q *Queues) {
 // shield.queue(name [, opts]) and the other constructors: the queue name of
 // that kind (the same object when this runtime opened it before).
 func (b *queueBinding) open(L *lua.LState, ctor, typ string, kind queue.Kind) int {
-	a := ArgsOf(L, "shield", ctor)
+	a := runtime.ArgsOf(L, "shield", ctor)
 	name := a.Name(1, "queue name")
 	if name[0] == '}' { // the core refuses it too; say it as every constructor does
 		a.Bad(1, "queue name must not start with '}'")
@@ -304,7 +305,7 @@ var (
 
 // options reads a queue's options table at n (optional) over the queue
 // config's defaults.
-func (b *queueBinding) options(a Args, n int, kind queue.Kind) queue.Options {
+func (b *queueBinding) options(a runtime.Args, n int, kind queue.Kind) queue.Options {
 	o := edge.QueueOptions(b.svc.Config)
 	if a.L.Get(n) == lua.LNil {
 		return o
@@ -396,7 +397,7 @@ const maxWaitMillis = 1e12
 
 // message encodes the message argument n; nil is refused (a pop returning
 // nil means "no message").
-func message(a Args, n int) []byte {
+func message(a runtime.Args, n int) []byte {
 	v := a.L.Get(n)
 	if v == lua.LNil {
 		a.Bad(n, "message expected, got "+a.Got(n))
@@ -410,7 +411,7 @@ func message(a Args, n int) []byte {
 
 // millisArg reads a required duration in milliseconds (>= 0, fractions
 // allowed) at n; what names it in errors.
-func millisArg(a Args, n int, what string) time.Duration {
+func millisArg(a runtime.Args, n int, what string) time.Duration {
 	v := a.Num(n)
 	if v != v || v < 0 || v > maxWaitMillis {
 		a.Bad(n, fmt.Sprintf("%s must be >= 0 milliseconds (and at most %.0f), got %s", what, float64(maxWaitMillis), lua.LNumber(v).String()))
@@ -420,7 +421,7 @@ func millisArg(a Args, n int, what string) time.Duration {
 
 func (o *queueObj) call(fn string) string { return o.typ + ":" + fn }
 
-func (o *queueObj) nameOf(a Args) int {
+func (o *queueObj) nameOf(a runtime.Args) int {
 	a.L.Push(lua.LString(o.name))
 	return 1
 }

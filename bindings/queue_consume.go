@@ -11,6 +11,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/core/queue"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // queueConsumer is one q:consume / q:subscribe: the core's consumer
@@ -26,7 +27,7 @@ type queueConsumer struct {
 	stall time.Duration // the loop counts as wedged after a resume this long
 
 	stopFn   queue.StopFunc
-	tasks    map[*Task]struct{} // handler tasks running
+	tasks    map[*runtime.Task]struct{} // handler tasks running
 	stopping bool
 	// halted is stopping for the consumer goroutine: set with it, so that
 	// a message popped before the core consumer saw the stop is given back
@@ -44,7 +45,7 @@ var consumeOptionNames = []string{"concurrency"}
 const maxConcurrency = 10000
 
 // consumeOptions reads consume's / subscribe's options table at n.
-func consumeOptions(a Args, n int) int {
+func consumeOptions(a runtime.Args, n int) int {
 	if a.L.Get(n) == lua.LNil {
 		return 1
 	}
@@ -71,12 +72,12 @@ func (b *queueBinding) installConsumerType() {
 	mt.RawSetString("__name", lua.LString(queueConsumerType))
 	methods := L.NewTable()
 	methods.RawSetString("stop", b.rt.Blocking(func(L *lua.LState) int {
-		a := ArgsOf(L, queueConsumerType, "stop")
-		return SelfAs[*queueConsumer](a, 1, queueConsumerType).stopLua(a)
+		a := runtime.ArgsOf(L, queueConsumerType, "stop")
+		return runtime.SelfAs[*queueConsumer](a, 1, queueConsumerType).stopLua(a)
 	}))
-	SetMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		c := SelfAs[*queueConsumer](ArgsOf(L, queueConsumerType, "__tostring"), 1, queueConsumerType)
+		c := runtime.SelfAs[*queueConsumer](runtime.ArgsOf(L, queueConsumerType, "__tostring"), 1, queueConsumerType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", queueConsumerType, c.o.name, c.label)))
 		return 1
 	}))
@@ -84,7 +85,7 @@ func (b *queueBinding) installConsumerType() {
 
 func (o *queueObj) newConsumer(label string, fn *lua.LFunction) *queueConsumer {
 	c := &queueConsumer{o: o, label: label, fn: fn, task: "consumer " + o.name + "/" + label,
-		tasks: map[*Task]struct{}{}, done: make(chan struct{})}
+		tasks: map[*runtime.Task]struct{}{}, done: make(chan struct{})}
 	c.stall = max(o.extendEvery()/2, 10*time.Millisecond)
 	return c
 }
@@ -102,7 +103,7 @@ func (c *queueConsumer) options(concurrency int) queue.ConsumeOptions {
 
 // q:consume(name, fn [, {concurrency = n}]) -> consumer. On a broadcast
 // queue name is the subscriber group (q:subscribe).
-func (o *queueObj) consume(a Args) int {
+func (o *queueObj) consume(a runtime.Args) int {
 	label := a.Name(2, "consumer name")
 	fn := a.Function(3)
 	conc := consumeOptions(a, 4)
@@ -133,13 +134,13 @@ func (o *queueObj) consume(a Args) int {
 // q:subscribe(group, fn [, {concurrency = n}]) -> consumer: fn(msg) runs
 // for every message of the broadcast queue, once per group. It returns once
 // the group exists (it receives every message pushed from then on).
-func (o *queueObj) subscribe(a Args) int {
+func (o *queueObj) subscribe(a runtime.Args) int {
 	group := a.Name(2, "group")
 	fn := a.Function(3)
 	return o.startSubscribe(a, group, fn, consumeOptions(a, 4))
 }
 
-func (o *queueObj) startSubscribe(a Args, group string, fn *lua.LFunction, conc int) int {
+func (o *queueObj) startSubscribe(a runtime.Args, group string, fn *lua.LFunction, conc int) int {
 	c := o.newConsumer(group, fn)
 	opts := c.options(conc)
 	subscribe := func(ctx context.Context) (queue.StopFunc, error) {
@@ -151,7 +152,7 @@ func (o *queueObj) startSubscribe(a Args, group string, fn *lua.LFunction, conc 
 	if o.b.svc.Inline {
 		op = store.Local(func() (queue.StopFunc, error) { return subscribe(o.b.rt.Context()) })
 	}
-	return Run(o.b.rt, a.L, o.call(a.Fn), op, func(L *lua.LState, stop queue.StopFunc) []lua.LValue {
+	return runtime.Run(o.b.rt, a.L, o.call(a.Fn), op, func(L *lua.LState, stop queue.StopFunc) []lua.LValue {
 		return []lua.LValue{c.started(L, stop)}
 	})
 }
@@ -171,7 +172,7 @@ func (c *queueConsumer) started(L *lua.LState, stop queue.StopFunc) *lua.LUserDa
 	rt.OnStop(func() {
 		select {
 		case <-c.done:
-		case <-time.After(KillWait):
+		case <-time.After(runtime.KillWait):
 			rt.Log().Warn("shield: queue consumer did not stop in time", "queue", c.o.name, "consumer", c.label)
 		}
 	})
@@ -192,13 +193,13 @@ func (c *queueConsumer) handle(d *queue.Delivery, done func(error)) {
 // run starts the task for d. Loop only.
 func (c *queueConsumer) run(d *queue.Delivery, done func(error)) {
 	rt := c.o.b.rt
-	var t *Task
+	var t *runtime.Task
 	start := time.Now()
 	t = rt.Spawn(c.task, c.fn, []lua.LValue{decode(d.Body)}, func(err error) {
 		if t != nil { // nil: the task ended before Spawn returned
 			delete(c.tasks, t)
 		}
-		if errors.Is(err, ErrClosed) || errors.Is(err, ErrInterrupted) {
+		if errors.Is(err, runtime.ErrClosed) || errors.Is(err, runtime.ErrInterrupted) {
 			c.unprocessed(d, done) // the runtime ended the handler, not the message
 			return
 		}
@@ -276,7 +277,7 @@ const defaultStopWait = 30 * time.Second
 // messages are then released for redelivery) and returns. Called from one
 // of the consumer's own handlers, or outside any task, it does not wait.
 // Idempotent.
-func (c *queueConsumer) stopLua(a Args) int {
+func (c *queueConsumer) stopLua(a runtime.Args) int {
 	rt := c.o.b.rt
 	wait := defaultStopWait
 	if a.L.Get(2) != lua.LNil {
@@ -291,7 +292,7 @@ func (c *queueConsumer) stopLua(a Args) int {
 		a.L.Push(lua.LTrue)
 		return 1
 	}
-	return rt.Block(a.L, queueConsumerType+":stop", func(w *Wait) func() {
+	return rt.Block(a.L, queueConsumerType+":stop", func(w *runtime.Wait) func() {
 		go func() {
 			<-c.done
 			w.Complete(func() ([]lua.LValue, error) {

@@ -9,6 +9,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/queue"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // queueHandle is a reliable delivery a task got from q:pop. The task holds
@@ -20,8 +21,8 @@ import (
 type queueHandle struct {
 	o    *queueObj
 	d    *queue.Delivery
-	task *Task // nil when popped outside any task
-	lost bool  // an extension found the message given to another consumer
+	task *runtime.Task // nil when popped outside any task
+	lost bool          // an extension found the message given to another consumer
 }
 
 func (b *queueBinding) installHandleType() {
@@ -31,29 +32,29 @@ func (b *queueBinding) installHandleType() {
 	methods := L.NewTable()
 	for _, m := range []struct {
 		name string
-		fn   func(h *queueHandle, a Args) int
+		fn   func(h *queueHandle, a runtime.Args) int
 	}{
-		{"ack", func(h *queueHandle, a Args) int { return h.ack(a, "ack") }},
-		{"nack", func(h *queueHandle, a Args) int { return h.nack(a, "nack", 2) }},
+		{"ack", func(h *queueHandle, a runtime.Args) int { return h.ack(a, "ack") }},
+		{"nack", func(h *queueHandle, a runtime.Args) int { return h.nack(a, "nack", 2) }},
 		{"deliveries", (*queueHandle).deliveries},
 		{"id", (*queueHandle).id},
 	} {
 		name, fn := m.name, m.fn
 		methods.RawSetString(name, b.rt.Blocking(func(L *lua.LState) int {
-			a := ArgsOf(L, queueHandleType, name)
-			return fn(SelfAs[*queueHandle](a, 1, queueHandleType), a)
+			a := runtime.ArgsOf(L, queueHandleType, name)
+			return fn(runtime.SelfAs[*queueHandle](a, 1, queueHandleType), a)
 		}))
 	}
-	SetMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		h := SelfAs[*queueHandle](ArgsOf(L, queueHandleType, "__tostring"), 1, queueHandleType)
+		h := runtime.SelfAs[*queueHandle](runtime.ArgsOf(L, queueHandleType, "__tostring"), 1, queueHandleType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", queueHandleType, h.o.name, h.d.ID)))
 		return 1
 	}))
 }
 
 // handleFor is the convert of a reliable pop: msg, handle. Loop only.
-func (o *queueObj) handleFor(L *lua.LState, task *Task, d *queue.Delivery) []lua.LValue {
+func (o *queueObj) handleFor(L *lua.LState, task *runtime.Task, d *queue.Delivery) []lua.LValue {
 	h := &queueHandle{o: o, d: d, task: task}
 	o.hold(h)
 	ud := L.NewUserData()
@@ -101,7 +102,7 @@ func (o *queueObj) unhold(h *queueHandle) bool {
 
 // taskEnded releases the deliveries task t still held, for immediate
 // redelivery. Loop only.
-func (b *queueBinding) taskEnded(t *Task) {
+func (b *queueBinding) taskEnded(t *runtime.Task) {
 	for h := range b.handles[t] {
 		if h.o.unhold(h) && !h.d.Settled() {
 			b.rt.Log().Warn("shield: queue: a task ended holding a reliable message without ack or nack; released for immediate redelivery",
@@ -128,7 +129,7 @@ func (o *queueObj) extendHeld() {
 		if h.lost || h.d.Settled() {
 			continue
 		}
-		Go(rt, h.d.Extend(), func(_ struct{}, err error) {
+		runtime.Go(rt, h.d.Extend(), func(_ struct{}, err error) {
 			switch {
 			case err == nil, errors.Is(err, queue.ErrSettled):
 			case errors.Is(err, queue.ErrNotHeld):
@@ -167,7 +168,7 @@ func (o *queueObj) release(d *queue.Delivery) {
 
 // handleArg reads a handle argument of q:ack / q:nack and checks that it is
 // one of this queue's.
-func (o *queueObj) handleArg(a Args, n int) *queueHandle {
+func (o *queueObj) handleArg(a runtime.Args, n int) *queueHandle {
 	ud, ok := a.L.Get(n).(*lua.LUserData)
 	var h *queueHandle
 	if ok {
@@ -183,10 +184,10 @@ func (o *queueObj) handleArg(a Args, n int) *queueHandle {
 }
 
 // q:ack(handle) on a reliable queue: handle:ack() for this queue's handles.
-func (o *queueObj) ack(a Args) int { return o.handleArg(a, 2).ack(a, "ack") }
+func (o *queueObj) ack(a runtime.Args) int { return o.handleArg(a, 2).ack(a, "ack") }
 
 // q:nack(handle [, delay_ms]).
-func (o *queueObj) nack(a Args) int { return o.handleArg(a, 2).nack(a, "nack", 3) }
+func (o *queueObj) nack(a runtime.Args) int { return o.handleArg(a, 2).nack(a, "nack", 3) }
 
 // settleErr maps what a settle may answer: not_held is a value; settling
 // twice and a foreign handle are errors.
@@ -204,11 +205,11 @@ func (h *queueHandle) settleErr(err error) ([]lua.LValue, error) {
 
 // handle:ack() -> true | nil, "not_held" (its visibility timeout passed
 // and another consumer got the message). Acking twice raises.
-func (h *queueHandle) ack(a Args, fn string) int {
+func (h *queueHandle) ack(a runtime.Args, fn string) int {
 	if h.d.Settled() {
 		a.Fail("the message %s was already acked, nacked or released through this handle", h.d.ID)
 	}
-	return RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.d.Ack(), func(_ *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.d.Ack(), func(_ *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
 		if err == nil || errors.Is(err, queue.ErrNotHeld) {
 			h.o.unhold(h)
 		}
@@ -223,7 +224,7 @@ func (h *queueHandle) ack(a Args, fn string) int {
 // retry_delay) | true, "dead_letter" (that was its last allowed delivery:
 // it moved to the dead letters) | true, "dropped" (the same with dead
 // letters disabled: the message is gone) | nil, "not_held".
-func (h *queueHandle) nack(a Args, fn string, n int) int {
+func (h *queueHandle) nack(a runtime.Args, fn string, n int) int {
 	delay := h.o.opts.RetryDelay
 	if a.L.Get(n) != lua.LNil {
 		delay = millisArg(a, n, "delay")
@@ -231,7 +232,7 @@ func (h *queueHandle) nack(a Args, fn string, n int) int {
 	if h.d.Settled() {
 		a.Fail("the message %s was already acked, nacked or released through this handle", h.d.ID)
 	}
-	return RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.d.Nack(delay), func(_ *lua.LState, r queue.NackResult, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.d.Nack(delay), func(_ *lua.LState, r queue.NackResult, err error) ([]lua.LValue, error) {
 		if err == nil || errors.Is(err, queue.ErrNotHeld) {
 			h.o.unhold(h)
 		}
@@ -249,13 +250,13 @@ func (h *queueHandle) nack(a Args, fn string, n int) int {
 
 // handle:deliveries() -> how many times the message was delivered, this
 // delivery included.
-func (h *queueHandle) deliveries(a Args) int {
+func (h *queueHandle) deliveries(a runtime.Args) int {
 	a.L.Push(lua.LNumber(h.d.Deliveries))
 	return 1
 }
 
 // handle:id() -> the message id.
-func (h *queueHandle) id(a Args) int {
+func (h *queueHandle) id(a runtime.Args) int {
 	a.L.Push(lua.LString(h.d.ID))
 	return 1
 }
@@ -274,7 +275,7 @@ func (b *queueBinding) installDeadLettersType() {
 	methods := L.NewTable()
 	for _, m := range []struct {
 		name string
-		fn   func(dl *deadLetters, a Args) int
+		fn   func(dl *deadLetters, a runtime.Args) int
 	}{
 		{"range", (*deadLetters).rangeOf}, {"length", (*deadLetters).length},
 		{"requeue", (*deadLetters).requeue}, {"requeue_all", (*deadLetters).requeueAll},
@@ -282,20 +283,20 @@ func (b *queueBinding) installDeadLettersType() {
 	} {
 		name, fn := m.name, m.fn
 		methods.RawSetString(name, b.rt.Blocking(func(L *lua.LState) int {
-			a := ArgsOf(L, deadLettersType, name)
-			return fn(SelfAs[*deadLetters](a, 1, deadLettersType), a)
+			a := runtime.ArgsOf(L, deadLettersType, name)
+			return fn(runtime.SelfAs[*deadLetters](a, 1, deadLettersType), a)
 		}))
 	}
-	SetMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		dl := SelfAs[*deadLetters](ArgsOf(L, deadLettersType, "__tostring"), 1, deadLettersType)
+		dl := runtime.SelfAs[*deadLetters](runtime.ArgsOf(L, deadLettersType, "__tostring"), 1, deadLettersType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q)", deadLettersType, dl.o.name)))
 		return 1
 	}))
 }
 
 // q:dead_letter() -> the queue's dead letters.
-func (o *queueObj) deadLetter(a Args) int {
+func (o *queueObj) deadLetter(a runtime.Args) int {
 	dl := &deadLetters{o: o}
 	if o.kind == queue.KindReliable {
 		dl.l = o.rel.DeadLetters()
@@ -312,7 +313,7 @@ func (o *queueObj) deadLetter(a Args) int {
 func (dl *deadLetters) call(fn string) string { return deadLettersType + ":" + fn }
 
 // countArg reads an optional whole number >= 0 at n.
-func countArg(a Args, n int, what string, def int) int {
+func countArg(a runtime.Args, n int, what string, def int) int {
 	if a.L.Get(n) == lua.LNil {
 		return def
 	}
@@ -325,10 +326,10 @@ func countArg(a Args, n int, what string, def int) int {
 
 // dead:range([start=0 [, count=100]]) -> {{id, message_id, message,
 // deliveries, at, group}, ...}, oldest first.
-func (dl *deadLetters) rangeOf(a Args) int {
+func (dl *deadLetters) rangeOf(a runtime.Args) int {
 	start := countArg(a, 2, "start", 0)
 	count := countArg(a, 3, "count", 100)
-	return RunOutcome(dl.o.b.rt, a.L, dl.call("range"), dl.l.Range(start, count), func(L *lua.LState, ls []queue.DeadLetter, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(dl.o.b.rt, a.L, dl.call("range"), dl.l.Range(start, count), func(L *lua.LState, ls []queue.DeadLetter, err error) ([]lua.LValue, error) {
 		if err != nil {
 			return nil, err
 		}
@@ -349,14 +350,14 @@ func (dl *deadLetters) rangeOf(a Args) int {
 	})
 }
 
-func (dl *deadLetters) length(a Args) int {
-	return RunOutcome(dl.o.b.rt, a.L, dl.call("length"), dl.l.Length(), counted)
+func (dl *deadLetters) length(a runtime.Args) int {
+	return runtime.RunOutcome(dl.o.b.rt, a.L, dl.call("length"), dl.l.Length(), counted)
 }
 
 // dead:requeue(id) -> true | nil, "not_found" | nil, "full".
-func (dl *deadLetters) requeue(a Args) int {
+func (dl *deadLetters) requeue(a runtime.Args) int {
 	id := a.Name(2, "dead letter id")
-	return RunOutcome(dl.o.b.rt, a.L, dl.call("requeue"), dl.l.Requeue(id), func(_ *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(dl.o.b.rt, a.L, dl.call("requeue"), dl.l.Requeue(id), func(_ *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
 		switch {
 		case errors.Is(err, queue.ErrNotFound):
 			return reason("not_found")
@@ -370,8 +371,8 @@ func (dl *deadLetters) requeue(a Args) int {
 }
 
 // dead:requeue_all() -> n moved | n, "full" (some stayed: the queue is full).
-func (dl *deadLetters) requeueAll(a Args) int {
-	return RunOutcome(dl.o.b.rt, a.L, dl.call("requeue_all"), dl.l.RequeueAll(), func(_ *lua.LState, n int, err error) ([]lua.LValue, error) {
+func (dl *deadLetters) requeueAll(a runtime.Args) int {
+	return runtime.RunOutcome(dl.o.b.rt, a.L, dl.call("requeue_all"), dl.l.RequeueAll(), func(_ *lua.LState, n int, err error) ([]lua.LValue, error) {
 		switch {
 		case errors.Is(err, queue.ErrFull):
 			return values(lua.LNumber(n), lua.LString("full"))
@@ -382,12 +383,12 @@ func (dl *deadLetters) requeueAll(a Args) int {
 	})
 }
 
-func (dl *deadLetters) purge(a Args) int {
-	return RunOutcome(dl.o.b.rt, a.L, dl.call("purge"), dl.l.Purge(), counted)
+func (dl *deadLetters) purge(a runtime.Args) int {
+	return runtime.RunOutcome(dl.o.b.rt, a.L, dl.call("purge"), dl.l.Purge(), counted)
 }
 
 // dead:delete(id, ...) -> n dropped (ids that are not dead letters count 0).
-func (dl *deadLetters) delete(a Args) int {
+func (dl *deadLetters) delete(a runtime.Args) int {
 	n := a.L.GetTop()
 	if n < 2 {
 		a.Bad(2, "dead letter id expected")
@@ -396,5 +397,5 @@ func (dl *deadLetters) delete(a Args) int {
 	for i := 2; i <= n; i++ {
 		ids = append(ids, a.Name(i, "dead letter id"))
 	}
-	return RunOutcome(dl.o.b.rt, a.L, dl.call("delete"), dl.l.Delete(ids...), counted)
+	return runtime.RunOutcome(dl.o.b.rt, a.L, dl.call("delete"), dl.l.Delete(ids...), counted)
 }

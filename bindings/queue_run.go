@@ -9,6 +9,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/core/queue"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // values is conv's usual outcome: vals, no error.
@@ -24,17 +25,17 @@ type popKind[T any] struct {
 	first    func() *store.Op[T]
 	w        queue.Waiter[T]
 	giveBack func(v T)
-	convert  func(L *lua.LState, task *Task, v T) []lua.LValue
+	convert  func(L *lua.LState, task *runtime.Task, v T) []lua.LValue
 }
 
 // popState is one pop between its start and the moment its task has the
 // message. Whoever learns last that the task is gone gives the message back:
 // the delivery (any goroutine) or the task-end cleanup (loop).
 type popState[T any] struct {
-	task   *Task       // nil outside tasks
-	cancel func() bool // the pending PopWait, if any; loop only
-	mu     sync.Mutex  // guards the fields below
-	v      T           // a message delivered and not yet taken by the task
+	task   *runtime.Task // nil outside tasks
+	cancel func() bool   // the pending PopWait, if any; loop only
+	mu     sync.Mutex    // guards the fields below
+	v      T             // a message delivered and not yet taken by the task
 	have   bool
 	taken  bool
 	ended  bool // the task ended (or the runtime closed it) before taking it
@@ -54,11 +55,11 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 		v, err := k.first().Do(rt.Context())
 		vals, err := st.result(rt, k, v, err)
 		if err != nil {
-			Raise(L, "%s: %s", name, err.Error())
+			runtime.Raise(L, "%s: %s", name, err.Error())
 		}
-		return PushAll(L, vals)
+		return runtime.PushAll(L, vals)
 	}
-	return rt.Block(L, name, func(w *Wait) func() {
+	return rt.Block(L, name, func(w *runtime.Wait) func() {
 		st := &popState[T]{task: w.Task()}
 		deadline := rt.Clock().Now().Add(timeout)
 		deliver := func(v T, err error) { // any goroutine, once
@@ -87,8 +88,8 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 		// a Redis that does not answer must not hold the task past its
 		// timeout, so a timer ends the wait at the deadline with the
 		// error, and a reply that comes after it goes back.
-		gaveUp, answered := false, false         // loop only
-		Go(rt, k.first(), func(v T, err error) { // on the loop
+		gaveUp, answered := false, false                 // loop only
+		runtime.Go(rt, k.first(), func(v T, err error) { // on the loop
 			answered = true
 			switch {
 			case gaveUp:
@@ -140,7 +141,7 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 }
 
 // result runs on the loop when the task takes the outcome.
-func (st *popState[T]) result(rt *Runtime, k popKind[T], v T, err error) ([]lua.LValue, error) {
+func (st *popState[T]) result(rt *runtime.Runtime, k popKind[T], v T, err error) ([]lua.LValue, error) {
 	st.mu.Lock()
 	st.taken = true
 	st.mu.Unlock()
@@ -152,7 +153,7 @@ func (st *popState[T]) result(rt *Runtime, k popKind[T], v T, err error) ([]lua.
 	case errors.Is(err, queue.ErrTimeout):
 		return reason("timeout")
 	case errors.Is(err, queue.ErrClosed):
-		return nil, ErrClosing
+		return nil, runtime.ErrClosing
 	}
 	return nil, err
 }

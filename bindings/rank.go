@@ -17,6 +17,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/rank"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // shield.rank: leaderboards on core/rank (docs/rank.md). This file checks
@@ -96,7 +97,7 @@ func (r *Ranks) log() *slog.Logger {
 }
 
 // installRanks registers shield.rank(name [, opts]).
-func installRanks(rt *Runtime, lib *lua.LTable, r *Ranks) {
+func installRanks(rt *runtime.Runtime, lib *lua.LTable, r *Ranks) {
 	L := rt.L
 	b := &rankBinding{rt: rt, r: r}
 	mt := L.NewTypeMetatable(rankType)
@@ -115,9 +116,9 @@ func installRanks(rt *Runtime, lib *lua.LTable, r *Ranks) {
 	} {
 		methods.RawSetString(m.name, rt.Blocking(m.fn))
 	}
-	SetMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		bd := SelfAs[rank.Board](ArgsOf(L, rankType, "__tostring"), 1, rankType)
+		bd := runtime.SelfAs[rank.Board](runtime.ArgsOf(L, rankType, "__tostring"), 1, rankType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q)", rankType, bd.Name())))
 		return 1
 	}))
@@ -125,7 +126,7 @@ func installRanks(rt *Runtime, lib *lua.LTable, r *Ranks) {
 }
 
 type rankBinding struct {
-	rt *Runtime
+	rt *runtime.Runtime
 	r  *Ranks
 }
 
@@ -138,7 +139,7 @@ var rankOptionNames = []string{"max_members", "ties", "reset", "reset_time", "ar
 const maxRankCount = 1 << 40
 
 func (b *rankBinding) open(L *lua.LState) int {
-	a := ArgsOf(L, "shield", "rank")
+	a := runtime.ArgsOf(L, "shield", "rank")
 	name := a.Name(1, "board name")
 	if name[0] == '}' {
 		a.Bad(1, "board name must not start with '}'")
@@ -198,19 +199,19 @@ func (b *rankBinding) open(L *lua.LState) int {
 		return []lua.LValue{ud}
 	}
 	if plan.Period == "" {
-		return PushAll(L, handle(L))
+		return runtime.PushAll(L, handle(L))
 	}
 	// The reset task is registered before shield.rank returns (a blocking
 	// call on Redis: one round trip), or shield.rank raises.
 	plan.Top = o.MaxMembers
 	reg, err := b.r.resetsOf().Begin(board, plan)
 	if err != nil {
-		Raise(L, "%s: %s", rankType, err.Error())
+		runtime.Raise(L, "%s: %s", rankType, err.Error())
 	}
 	if reg == nil {
-		return PushAll(L, handle(L))
+		return runtime.PushAll(L, handle(L))
 	}
-	return RunOutcome(b.rt, L, rankType, reg, func(L *lua.LState, _ scheduler.Info, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(b.rt, L, rankType, reg, func(L *lua.LState, _ scheduler.Info, err error) ([]lua.LValue, error) {
 		b.r.resetsOf().End(name, err == nil)
 		if err != nil {
 			return nil, fmt.Errorf("registering the reset of %q: %w", name, err)
@@ -221,7 +222,7 @@ func (b *rankBinding) open(L *lua.LState) int {
 
 // forOptions calls set for every key of the options table at n, refusing
 // keys that are not in known (naming the known ones).
-func forOptions(a Args, n int, known []string, set func(key string, v lua.LValue)) {
+func forOptions(a runtime.Args, n int, known []string, set func(key string, v lua.LValue)) {
 	t := a.Table(n)
 	t.ForEach(func(k, v lua.LValue) {
 		key, ok := k.(lua.LString)
@@ -241,7 +242,7 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func optString(a Args, n int, key string, v lua.LValue) string {
+func optString(a runtime.Args, n int, key string, v lua.LValue) string {
 	s, ok := v.(lua.LString)
 	if !ok {
 		a.Bad(n, fmt.Sprintf("option %s: string expected, got %s", key, v.Type()))
@@ -249,7 +250,7 @@ func optString(a Args, n int, key string, v lua.LValue) string {
 	return string(s)
 }
 
-func optBool(a Args, n int, key string, v lua.LValue) bool {
+func optBool(a runtime.Args, n int, key string, v lua.LValue) bool {
 	bv, ok := v.(lua.LBool)
 	if !ok {
 		a.Bad(n, fmt.Sprintf("option %s: boolean expected, got %s", key, v.Type()))
@@ -257,7 +258,7 @@ func optBool(a Args, n int, key string, v lua.LValue) bool {
 	return bool(bv)
 }
 
-func optInteger(a Args, n int, key string, v lua.LValue, min, max float64) float64 {
+func optInteger(a runtime.Args, n int, key string, v lua.LValue, min, max float64) float64 {
 	f, ok := v.(lua.LNumber)
 	if !ok {
 		a.Bad(n, fmt.Sprintf("option %s: number expected, got %s", key, v.Type()))
@@ -283,18 +284,18 @@ func describe(v lua.LValue) string {
 
 // ---- argument checks
 
-func (b *rankBinding) self(L *lua.LState, fn string) (rank.Board, Args) {
-	a := ArgsOf(L, rankType, fn)
-	return SelfAs[rank.Board](a, 1, rankType), a
+func (b *rankBinding) self(L *lua.LState, fn string) (rank.Board, runtime.Args) {
+	a := runtime.ArgsOf(L, rankType, fn)
+	return runtime.SelfAs[rank.Board](a, 1, rankType), a
 }
 
 func rankCall(fn string) string { return rankType + ":" + fn }
 
 // uid is a non-empty string.
-func uidArg(a Args, n int) string { return a.Name(n, "uid") }
+func uidArg(a runtime.Args, n int) string { return a.Name(n, "uid") }
 
 // scoreArg is a finite number (NaN and ±inf are refused).
-func scoreArg(a Args, n int, what string) float64 {
+func scoreArg(a runtime.Args, n int, what string) float64 {
 	x := a.Num(n)
 	if math.IsNaN(x) || math.IsInf(x, 0) {
 		a.Bad(n, fmt.Sprintf("%s must be a finite number, got %s", what, lua.LNumber(x).String()))
@@ -305,7 +306,7 @@ func scoreArg(a Args, n int, what string) float64 {
 // intArg is an integer >= min. One above maxRankCount (math.huge
 // included) reads as maxRankCount, which no board reaches: top(math.huge)
 // and range(1, 2^50) mean "to the end".
-func intArg(a Args, n int, what string, min int) int {
+func intArg(a runtime.Args, n int, what string, min int) int {
 	x := a.Num(n)
 	if x > maxRankCount {
 		return maxRankCount
@@ -317,7 +318,7 @@ func intArg(a Args, n int, what string, min int) int {
 }
 
 // rangeArgs are 1-based inclusive ranks start <= stop at n, n+1.
-func rangeArgs(a Args, n int) (int, int) {
+func rangeArgs(a runtime.Args, n int) (int, int) {
 	start, stop := intArg(a, n, "start", 1), intArg(a, n+1, "stop", 1)
 	if start > stop {
 		a.Bad(n+1, fmt.Sprintf("stop %d is before start %d", stop, start))
@@ -328,7 +329,7 @@ func rangeArgs(a Args, n int) (int, int) {
 // dateArg is a day: "YYYYMMDD", the number YYYYMMDD (19700101..99991231,
 // a calendar date) or Unix milliseconds (the UTC date of that
 // instant, as shield.now_ms() gives).
-func dateArg(a Args, n int) string {
+func dateArg(a runtime.Args, n int) string {
 	switch v := a.L.Get(n).(type) {
 	case lua.LString:
 		s := string(v)
@@ -413,7 +414,7 @@ func (b *rankBinding) update(L *lua.LState) int {
 			mode = m
 		})
 	}
-	return Run(b.rt, L, rankCall("update"), bd.Update(uid, score, mode), pushUpdated(true))
+	return runtime.Run(b.rt, L, rankCall("update"), bd.Update(uid, score, mode), pushUpdated(true))
 }
 
 // pushUpdated converts an Updated: score[, changed], version.
@@ -442,7 +443,7 @@ func (b *rankBinding) mupdate(L *lua.LState) int {
 		}
 		scores[string(uid)] = float64(x)
 	})
-	return Run(b.rt, L, rankCall("mupdate"), bd.MUpdate(scores), pushWritten(false))
+	return runtime.Run(b.rt, L, rankCall("mupdate"), bd.MUpdate(scores), pushWritten(false))
 }
 
 // pushWritten converts a Written: changed (a count, or a boolean), version.
@@ -462,19 +463,19 @@ func (b *rankBinding) incr(L *lua.LState) int {
 	bd, a := b.self(L, "incr")
 	uid := uidArg(a, 2)
 	delta := scoreArg(a, 3, "delta")
-	return Run(b.rt, L, rankCall("incr"), bd.Incr(uid, delta), pushUpdated(false))
+	return runtime.Run(b.rt, L, rankCall("incr"), bd.Incr(uid, delta), pushUpdated(false))
 }
 
 // rank:remove(uid) -> removed, version.
 func (b *rankBinding) remove(L *lua.LState) int {
 	bd, a := b.self(L, "remove")
-	return Run(b.rt, L, rankCall("remove"), bd.Remove(uidArg(a, 2)), pushWritten(true))
+	return runtime.Run(b.rt, L, rankCall("remove"), bd.Remove(uidArg(a, 2)), pushWritten(true))
 }
 
 // rank:clear() -> removed (count), version.
 func (b *rankBinding) clear(L *lua.LState) int {
 	bd, _ := b.self(L, "clear")
-	return Run(b.rt, L, rankCall("clear"), bd.Clear(), pushWritten(false))
+	return runtime.Run(b.rt, L, rankCall("clear"), bd.Clear(), pushWritten(false))
 }
 
 // rank:swap(a, b [, {expect = {[a] = score_a, [b] = score_b}}]) -> new score
@@ -492,7 +493,7 @@ func (b *rankBinding) swap(L *lua.LState) int {
 			expect = expectArg(a, 4, v, ua, ub)
 		})
 	}
-	return RunOutcome(b.rt, L, rankCall("swap"), bd.Swap(ua, ub, expect), func(_ *lua.LState, s rank.Swapped, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(b.rt, L, rankCall("swap"), bd.Swap(ua, ub, expect), func(_ *lua.LState, s rank.Swapped, err error) ([]lua.LValue, error) {
 		switch {
 		case errors.Is(err, rank.ErrNotFound):
 			return notFound(), nil
@@ -506,7 +507,7 @@ func (b *rankBinding) swap(L *lua.LState) int {
 }
 
 // expectArg reads {[a] = score_a, [b] = score_b}: exactly the two uids.
-func expectArg(a Args, n int, v lua.LValue, ua, ub string) *rank.Expect {
+func expectArg(a runtime.Args, n int, v lua.LValue, ua, ub string) *rank.Expect {
 	t, ok := v.(*lua.LTable)
 	if !ok {
 		a.Bad(n, "option expect: table expected, got "+v.Type().String())
@@ -540,7 +541,7 @@ func expectArg(a Args, n int, v lua.LValue, ua, ub string) *rank.Expect {
 // rank:position(uid) -> rank (1 = best), or nil.
 func (b *rankBinding) position(L *lua.LState) int {
 	bd, a := b.self(L, "position")
-	return Run(b.rt, L, rankCall("position"), bd.Position(uidArg(a, 2)), func(_ *lua.LState, r int) []lua.LValue {
+	return runtime.Run(b.rt, L, rankCall("position"), bd.Position(uidArg(a, 2)), func(_ *lua.LState, r int) []lua.LValue {
 		if r == 0 {
 			return []lua.LValue{lua.LNil}
 		}
@@ -551,7 +552,7 @@ func (b *rankBinding) position(L *lua.LState) int {
 // rank:score(uid) -> score, or nil.
 func (b *rankBinding) score(L *lua.LState) int {
 	bd, a := b.self(L, "score")
-	return Run(b.rt, L, rankCall("score"), bd.Score(uidArg(a, 2)), func(_ *lua.LState, s rank.Scored) []lua.LValue {
+	return runtime.Run(b.rt, L, rankCall("score"), bd.Score(uidArg(a, 2)), func(_ *lua.LState, s rank.Scored) []lua.LValue {
 		return []lua.LValue{scoreOrNil(s.Found, s.Score)}
 	})
 }
@@ -559,14 +560,14 @@ func (b *rankBinding) score(L *lua.LState) int {
 // rank:top(n) -> { {uid, score, rank}, ... } best first.
 func (b *rankBinding) top(L *lua.LState) int {
 	bd, a := b.self(L, "top")
-	return Run(b.rt, L, rankCall("top"), bd.Top(intArg(a, 2, "n", 1)), pushEntries)
+	return runtime.Run(b.rt, L, rankCall("top"), bd.Top(intArg(a, 2, "n", 1)), pushEntries)
 }
 
 // rank:range(start, stop) -> entries ranked start..stop (1-based, inclusive).
 func (b *rankBinding) rangeByRank(L *lua.LState) int {
 	bd, a := b.self(L, "range")
 	start, stop := rangeArgs(a, 2)
-	return Run(b.rt, L, rankCall("range"), bd.Range(start, stop), pushEntries)
+	return runtime.Run(b.rt, L, rankCall("range"), bd.Range(start, stop), pushEntries)
 }
 
 // rank:range_by_score(min, max) -> entries with min <= score <= max, best
@@ -583,7 +584,7 @@ func (b *rankBinding) rangeByScore(L *lua.LState) int {
 	if lo > hi {
 		a.Bad(3, fmt.Sprintf("max %s is below min %s", lua.LNumber(hi).String(), lua.LNumber(lo).String()))
 	}
-	return Run(b.rt, L, rankCall("range_by_score"), bd.RangeByScore(lo, hi), pushEntries)
+	return runtime.Run(b.rt, L, rankCall("range_by_score"), bd.RangeByScore(lo, hi), pushEntries)
 }
 
 // rank:around(uid, n) -> {above = {...}, target = {...}, below = {...}}, or
@@ -592,7 +593,7 @@ func (b *rankBinding) around(L *lua.LState) int {
 	bd, a := b.self(L, "around")
 	uid := uidArg(a, 2)
 	n := intArg(a, 3, "n", 1)
-	return Run(b.rt, L, rankCall("around"), bd.Around(uid, n), func(L *lua.LState, r rank.Around) []lua.LValue {
+	return runtime.Run(b.rt, L, rankCall("around"), bd.Around(uid, n), func(L *lua.LState, r rank.Around) []lua.LValue {
 		if !r.Found {
 			return notFound()
 		}
@@ -607,7 +608,7 @@ func (b *rankBinding) around(L *lua.LState) int {
 // rank:count() -> members.
 func (b *rankBinding) count(L *lua.LState) int {
 	bd, _ := b.self(L, "count")
-	return Run(b.rt, L, rankCall("count"), bd.Count(), func(_ *lua.LState, n int) []lua.LValue {
+	return runtime.Run(b.rt, L, rankCall("count"), bd.Count(), func(_ *lua.LState, n int) []lua.LValue {
 		return []lua.LValue{lua.LNumber(n)}
 	})
 }
@@ -615,7 +616,7 @@ func (b *rankBinding) count(L *lua.LState) int {
 // rank:version() -> the board version.
 func (b *rankBinding) version(L *lua.LState) int {
 	bd, _ := b.self(L, "version")
-	return Run(b.rt, L, rankCall("version"), bd.Version(), func(_ *lua.LState, v int64) []lua.LValue {
+	return runtime.Run(b.rt, L, rankCall("version"), bd.Version(), func(_ *lua.LState, v int64) []lua.LValue {
 		return []lua.LValue{lua.LNumber(v)}
 	})
 }
@@ -625,7 +626,7 @@ func (b *rankBinding) version(L *lua.LState) int {
 func (b *rankBinding) snapshot(L *lua.LState) int {
 	bd, a := b.self(L, "snapshot")
 	start, stop := rangeArgs(a, 2)
-	return Run(b.rt, L, rankCall("snapshot"), bd.Snapshot(start, stop), func(L *lua.LState, s rank.Snapshot) []lua.LValue {
+	return runtime.Run(b.rt, L, rankCall("snapshot"), bd.Snapshot(start, stop), func(L *lua.LState, s rank.Snapshot) []lua.LValue {
 		t := L.CreateTable(0, 3)
 		t.RawSetString("entries", entryList(L, s.Entries))
 		t.RawSetString("count", lua.LNumber(s.Count))
@@ -638,7 +639,7 @@ func (b *rankBinding) snapshot(L *lua.LState) int {
 // "not_found". date is "YYYYMMDD" or Unix milliseconds.
 func (b *rankBinding) archive(L *lua.LState) int {
 	bd, a := b.self(L, "archive")
-	return Run(b.rt, L, rankCall("archive"), bd.Archive(dateArg(a, 2)), func(L *lua.LState, r rank.Archived) []lua.LValue {
+	return runtime.Run(b.rt, L, rankCall("archive"), bd.Archive(dateArg(a, 2)), func(L *lua.LState, r rank.Archived) []lua.LValue {
 		if !r.Found {
 			return notFound()
 		}

@@ -10,6 +10,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/scheduler"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // shield.scheduler(): the Lua face of core/scheduler. The Module runs one
@@ -71,7 +72,7 @@ func (s *Scheduler) Event(ev scheduler.Event) {
 // schedBinding is shield.scheduler() in one runtime. Loop-only except
 // listening (read by Event) and closed (read by RunFuncs).
 type schedBinding struct {
-	rt    *Runtime
+	rt    *runtime.Runtime
 	s     *Scheduler
 	owner string
 	ud    *lua.LUserData
@@ -204,7 +205,7 @@ func (b *schedBinding) listens(k scheduler.EventKind) bool {
 }
 
 // installScheduler registers shield.scheduler() in this runtime.
-func installScheduler(rt *Runtime, lib *lua.LTable, s *Scheduler) {
+func installScheduler(rt *runtime.Runtime, lib *lua.LTable, s *Scheduler) {
 	L := rt.L
 	b := &schedBinding{rt: rt, s: s, owner: "rt-" + strconv.FormatInt(s.ids.Add(1), 10),
 		tasks: map[string]boundTask{}, labeled: map[string]taskLabels{}, listeners: map[scheduler.EventKind][]*lua.LFunction{}}
@@ -231,7 +232,7 @@ func installScheduler(rt *Runtime, lib *lua.LTable, s *Scheduler) {
 	methods.RawSetString("preview", L.NewFunction(b.preview))
 	methods.RawSetString("on", L.NewFunction(b.on))
 	methods.RawSetString("load", b.loader())
-	SetMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LString(schedulerType)); return 1 }))
 	b.ud = L.NewUserData()
 	b.ud.Value = b
@@ -240,9 +241,9 @@ func installScheduler(rt *Runtime, lib *lua.LTable, s *Scheduler) {
 	b.installTaskType()
 }
 
-func (b *schedBinding) args(L *lua.LState, fn string) Args {
-	a := ArgsOf(L, schedulerType, fn)
-	SelfAs[*schedBinding](a, 1, schedulerType)
+func (b *schedBinding) args(L *lua.LState, fn string) runtime.Args {
+	a := runtime.ArgsOf(L, schedulerType, fn)
+	runtime.SelfAs[*schedBinding](a, 1, schedulerType)
 	return a
 }
 
@@ -352,11 +353,11 @@ func (a *attempt) end(err error) {
 	}
 	rt := b.rt
 	msg := err.Error()
-	var te *TaskError
+	var te *runtime.TaskError
 	if errors.As(err, &te) {
 		msg = te.Message
 	}
-	if b.isClosed() || errors.Is(err, ErrInterrupted) || errors.Is(err, ErrClosed) {
+	if b.isClosed() || errors.Is(err, runtime.ErrInterrupted) || errors.Is(err, runtime.ErrClosed) {
 		// Interrupted by the runtime's shutdown: Close names such
 		// tasks; the Engine learns the run did not end well.
 		done(errors.New(msg))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // taskNotFound makes ErrNotFound the value pair nil, "not_found".
@@ -82,7 +83,7 @@ func (b *schedBinding) add(L *lua.LState) int {
 }
 
 // register reads name (#2), fn (#4) and opts (#5) and registers the task.
-func (b *schedBinding) register(L *lua.LState, a Args, s scheduler.Schedule) int {
+func (b *schedBinding) register(L *lua.LState, a runtime.Args, s scheduler.Schedule) int {
 	name := b.taskName(a, 2)
 	fn := a.Function(4)
 	var t *lua.LTable
@@ -94,7 +95,7 @@ func (b *schedBinding) register(L *lua.LState, a Args, s scheduler.Schedule) int
 }
 
 // taskName checks a task name argument.
-func (b *schedBinding) taskName(a Args, n int) string {
+func (b *schedBinding) taskName(a runtime.Args, n int) string {
 	name := a.Name(n, "task name")
 	if name[0] == '}' {
 		a.Bad(n, "task name must not start with '}'")
@@ -108,7 +109,7 @@ func (b *schedBinding) registerTask(L *lua.LState, fn, name string, s scheduler.
 	gen := b.beginRegister(name)
 	op := b.s.Engine.Register(scheduler.Task{Name: name, Schedule: s, Options: o.opts, Owner: b.owner,
 		Run: b.runFunc(run, o.onError), Gone: b.goneFunc(name, gen)})
-	return RunOutcome(b.rt, L, b.name(fn), op, func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(b.rt, L, b.name(fn), op, func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
 		b.endRegister(name, gen, info, err == nil)
 		if err != nil {
 			switch {
@@ -133,7 +134,7 @@ func (b *schedBinding) registerTask(L *lua.LState, fn, name string, s scheduler.
 func (b *schedBinding) get(L *lua.LState) int {
 	a := b.args(L, "get")
 	name := b.taskName(a, 2)
-	return RunOutcome(b.rt, L, b.name("get"), b.s.Engine.Get(name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(b.rt, L, b.name("get"), b.s.Engine.Get(name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
 		if err != nil {
 			return taskNotFound(err)
 		}
@@ -145,7 +146,7 @@ func (b *schedBinding) get(L *lua.LState) int {
 // by name.
 func (b *schedBinding) list(L *lua.LState) int {
 	b.args(L, "list")
-	return RunOutcome(b.rt, L, b.name("list"), b.s.Engine.List(), func(L *lua.LState, infos []scheduler.Info, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(b.rt, L, b.name("list"), b.s.Engine.List(), func(L *lua.LState, infos []scheduler.Info, err error) ([]lua.LValue, error) {
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +198,7 @@ func (b *schedBinding) trigger(L *lua.LState) int {
 func (b *schedBinding) control(L *lua.LState, fn string, do func(string) *store.Op[struct{}]) int {
 	a := b.args(L, fn)
 	name := b.taskName(a, 2)
-	return RunOutcome(b.rt, L, b.name(fn), do(name), func(L *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(b.rt, L, b.name(fn), do(name), func(L *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
 		if err != nil {
 			return taskNotFound(err)
 		}
@@ -277,8 +278,8 @@ func (b *schedBinding) installTaskType() {
 	// field reads the current state and returns one part of it.
 	field := func(fn string, get func(L *lua.LState, i scheduler.Info) lua.LValue) {
 		methods.RawSetString(fn, b.rt.Blocking(func(L *lua.LState) int {
-			t := SelfAs[*schedTask](ArgsOf(L, schedTaskType, fn), 1, schedTaskType)
-			return RunOutcome(b.rt, L, schedTaskType+":"+fn, b.s.Engine.Get(t.info.Name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
+			t := runtime.SelfAs[*schedTask](runtime.ArgsOf(L, schedTaskType, fn), 1, schedTaskType)
+			return runtime.RunOutcome(b.rt, L, schedTaskType+":"+fn, b.s.Engine.Get(t.info.Name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
 				if err != nil {
 					return taskNotFound(err)
 				}
@@ -288,7 +289,7 @@ func (b *schedBinding) installTaskType() {
 		}))
 	}
 	methods.RawSetString("name", L.NewFunction(func(L *lua.LState) int {
-		t := SelfAs[*schedTask](ArgsOf(L, schedTaskType, "name"), 1, schedTaskType)
+		t := runtime.SelfAs[*schedTask](runtime.ArgsOf(L, schedTaskType, "name"), 1, schedTaskType)
 		L.Push(lua.LString(t.info.Name))
 		return 1
 	}))
@@ -299,8 +300,8 @@ func (b *schedBinding) installTaskType() {
 	field("status", func(_ *lua.LState, i scheduler.Info) lua.LValue { return lua.LString(i.Status) })
 	field("info", func(L *lua.LState, i scheduler.Info) lua.LValue { return infoTable(L, i) })
 	methods.RawSetString("refresh", b.rt.Blocking(func(L *lua.LState) int {
-		t := SelfAs[*schedTask](ArgsOf(L, schedTaskType, "refresh"), 1, schedTaskType)
-		return RunOutcome(b.rt, L, schedTaskType+":refresh", b.s.Engine.Get(t.info.Name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
+		t := runtime.SelfAs[*schedTask](runtime.ArgsOf(L, schedTaskType, "refresh"), 1, schedTaskType)
+		return runtime.RunOutcome(b.rt, L, schedTaskType+":refresh", b.s.Engine.Get(t.info.Name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
 			if err != nil {
 				return taskNotFound(err)
 			}
@@ -308,9 +309,9 @@ func (b *schedBinding) installTaskType() {
 			return []lua.LValue{L.Get(1)}, nil
 		})
 	}))
-	SetMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		t := SelfAs[*schedTask](ArgsOf(L, schedTaskType, "__tostring"), 1, schedTaskType)
+		t := runtime.SelfAs[*schedTask](runtime.ArgsOf(L, schedTaskType, "__tostring"), 1, schedTaskType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", schedTaskType, t.info.Name, t.info.Schedule)))
 		return 1
 	}))

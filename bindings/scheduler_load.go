@@ -11,6 +11,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/scheduler"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 	shieldlua "github.com/shieldrt/shieldglobal/lua/shield"
 )
 
@@ -123,7 +124,7 @@ type loadOpts struct {
 }
 
 // loadOptions reads load's options table (argument #3).
-func (b *schedBinding) loadOptions(a Args, t *lua.LTable) loadOpts {
+func (b *schedBinding) loadOptions(a runtime.Args, t *lua.LTable) loadOpts {
 	var lo loadOpts
 	t.ForEach(func(k, v lua.LValue) {
 		switch k.String() {
@@ -207,7 +208,7 @@ func (lo loadOpts) taskFiles(dir string) ([]string, error) {
 }
 
 // readTaskFile runs one task file and checks what it returns.
-func (b *schedBinding) readTaskFile(L *lua.LState, a Args, file string) *taskFile {
+func (b *schedBinding) readTaskFile(L *lua.LState, a runtime.Args, file string) *taskFile {
 	bad := func(format string, v ...any) { a.Fail("%s: %s", file, fmt.Sprintf(format, v...)) }
 	chunk, err := L.LoadFile(file)
 	if err != nil {
@@ -215,7 +216,7 @@ func (b *schedBinding) readTaskFile(L *lua.LState, a Args, file string) *taskFil
 	}
 	L.Push(chunk)
 	if err := L.PCall(0, 1, nil); err != nil {
-		bad("%v", ErrorMessage(L, err))
+		bad("%v", runtime.ErrorMessage(L, err))
 	}
 	ret := L.Get(-1)
 	L.Pop(1)

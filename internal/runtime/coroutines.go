@@ -1,4 +1,4 @@
-package bindings
+package runtime
 
 import (
 	lua "github.com/yuin/gopher-lua"

@@ -1,7 +1,14 @@
-// Package bindings is the gopher-lua glue of shield_global: the per-state
-// runtime loop, the blocking-call protocol, and one file per capability that
-// checks arguments and converts values. Business logic lives in core/.
-package bindings
+// Package runtime is shield_global's Lua runtime: the per-state loop,
+// tasks, the one blocking primitive (Block, with Run and Go for store
+// operations), interrupts, frames and tracebacks, host calls. It knows no
+// capability: capabilities (package bindings) install into it through
+// Capability and use its small exported contract — Block/Wait, Run,
+// RunOutcome, Go, Spawn, Post, Log, Context, Clock, Args and SelfAs,
+// OnTaskEnd/MarkTask, Slot, Loop.
+//
+// The package is named runtime like its directory; files that also need
+// Go's runtime package import that one as goruntime.
+package runtime
 
 import (
 	"context"
