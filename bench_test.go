@@ -6,8 +6,8 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/shieldrt/shieldglobal/bindings"
 	"github.com/shieldrt/shieldglobal/config"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -52,7 +52,7 @@ func benchRuntime(b *testing.B, cfg Config) *Runtime {
 	err = rt.Do(func(L *lua.LState) error {
 		L.SetGlobal("empty", L.NewFunction(func(*lua.LState) int { return 0 }))
 		L.SetGlobal("block", L.NewFunction(func(L *lua.LState) int {
-			return rt.rt.Block(L, "block", func(w *bindings.Wait) func() {
+			return rt.rt.Block(L, "block", func(w *runtime.Wait) func() {
 				w.Complete(func() ([]lua.LValue, error) { return nil, nil })
 				return nil
 			})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shieldrt/shieldglobal/bindings"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 	"github.com/shieldrt/shieldglobal/ops"
 )
 
@@ -59,7 +60,7 @@ type capability struct {
 type part struct {
 	// install is what it puts into the shield table of every new runtime
 	// (nil: nothing).
-	install bindings.Capability
+	install runtime.Capability
 	// stats fills in its share of the ops report (nil: none). An error
 	// names the part; the rest of s is still filled in.
 	stats func(ctx context.Context, s *ops.State) error

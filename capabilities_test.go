@@ -11,8 +11,8 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/shieldrt/shieldglobal/bindings"
 	"github.com/shieldrt/shieldglobal/config"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 	"github.com/shieldrt/shieldglobal/ops"
 )
 
@@ -45,7 +45,7 @@ func row(j *journal, name string, enabled bool, startErr error) capability {
 		start: func(m *Module) (part, error) {
 			j.add("start " + name)
 			return part{
-				install: bindings.InstallFunc(func(rt *bindings.Runtime, lib *lua.LTable) {
+				install: runtime.InstallFunc(func(rt *runtime.Runtime, lib *lua.LTable) {
 					j.add("install " + name)
 					lib.RawSetString(name, lua.LTrue)
 				}),

@@ -6,7 +6,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/shieldrt/shieldglobal/bindings"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // exposed is one value Expose (or ExposeAsync) gave every runtime.
@@ -52,7 +52,7 @@ func (m *Module) ExposeAsync(name string, fn any) error {
 	if name == "" {
 		return errors.New("shield: ExposeAsync: empty name")
 	}
-	if err := bindings.CheckAsync(fn); err != nil {
+	if err := runtime.CheckAsync(fn); err != nil {
 		return fmt.Errorf("shield: ExposeAsync %q: %w", name, err)
 	}
 	m.hostMu.Lock()

@@ -5,6 +5,7 @@ import (
 	"go/build"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -59,12 +60,14 @@ func TestImportRules(t *testing.T) {
 				broken = "only cmd/ and examples/ import the root package"
 			case under(pkg, "core") && imp == gopherLua && pkg != "core/codec":
 				broken = "core/ is pure Go: no Lua (but core/codec, the Lua value wire format)"
-			case under(pkg, "core") && (imp == "." || under(imp, "bindings") || under(imp, "ops") || under(imp, "lua") || under(imp, "cmd")):
-				broken = "core/ imports neither bindings, ops, lua/ nor the root package"
+			case under(pkg, "core") && (imp == "." || under(imp, "bindings") || under(imp, "internal/runtime") || under(imp, "ops") || under(imp, "lua") || under(imp, "cmd")):
+				broken = "core/ imports neither bindings, internal/runtime, ops, lua/ nor the root package"
 			case under(pkg, "core") && imp == "config":
 				broken = "core/ takes options, not the config: internal/edge turns the config into them"
 			case pkg == "bindings" && (imp == "." || under(imp, "ops")):
 				broken = "bindings imports neither ops nor the root package"
+			case under(pkg, "internal/runtime") && imp != gopherLua && imp != "core/store" && imp != "internal/clock" && !under(imp, "lua"):
+				broken = "internal/runtime imports no capability: only core/store (operations), internal/clock and lua/ (the prelude)"
 			case under(pkg, "ops") && (imp == "." || under(imp, "bindings")):
 				broken = "ops imports neither bindings nor the root package"
 			case (pkg == "config" || pkg == "core/codec" || pkg == "core/lock/local" || under(pkg, "lua")) && imp != gopherLua:
@@ -77,7 +80,10 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	}
-	if len(imports["bindings"]) == 0 || len(imports["core/queue"]) == 0 {
+	if !slices.Contains(imports["bindings"], "internal/runtime") {
+		t.Errorf("bindings does not import internal/runtime: the capability glue runs on the runtime package")
+	}
+	if len(imports["bindings"]) == 0 || len(imports["core/queue"]) == 0 || len(imports["internal/runtime"]) == 0 {
 		t.Fatalf("walked too little: %v", imports)
 	}
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/clock"
 	"github.com/shieldrt/shieldglobal/internal/edge"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 	"github.com/shieldrt/shieldglobal/ops"
 )
 
@@ -52,7 +53,7 @@ type Config = config.Config
 
 // ErrRuntimeClosed is returned by a Runtime's Do, RunFile and RunString once
 // it is closing.
-var ErrRuntimeClosed = bindings.ErrClosed
+var ErrRuntimeClosed = runtime.ErrClosed
 
 // LoadConfig reads and strictly validates a YAML config file.
 func LoadConfig(path string) (Config, error) { return config.Load(path) }
@@ -138,7 +139,7 @@ type Module struct {
 	queueBus   pubsub.Bus // Redis: queue wake-ups (channels under the global prefix)
 	limiters   *bindings.Limiters
 	redlock    []redis.UniversalClient // lock.redlock nodes
-	owner      bindings.Owner
+	owner      runtime.Owner
 	ownsClient bool
 	instance   string     // tells this process's cache announcements from others'
 	internal   pubsub.Bus // Redis: cache invalidations and lock wake-ups, on their own connection
@@ -170,7 +171,7 @@ type Module struct {
 	// read-only afterwards. reported is what the ops report reads (see
 	// startCapabilities).
 	parts    []started
-	installs []bindings.Capability
+	installs []runtime.Capability
 	reported atomic.Pointer[[]started]
 }
 
@@ -202,7 +203,7 @@ func newWithTable(cfg Config, table []capability, opts ...Option) (*Module, erro
 	if err != nil {
 		return nil, err
 	}
-	m.owner = bindings.Owner{NodeID: nodeID, ServiceID: cfg.Global.ServiceID, ServiceName: cfg.Global.EffectiveServiceName(), Instance: randomID(4)}
+	m.owner = runtime.Owner{NodeID: nodeID, ServiceID: cfg.Global.ServiceID, ServiceName: cfg.Global.EffectiveServiceName(), Instance: randomID(4)}
 	if !cfg.Global.Enabled {
 		return m, nil
 	}
@@ -476,7 +477,7 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	brt, err := bindings.NewRuntime(L, &bindings.Services{Context: m.ctx, Log: m.log, Owner: m.owner, Capabilities: m.installs,
+	brt, err := runtime.NewRuntime(L, &runtime.Services{Context: m.ctx, Log: m.log, Owner: m.owner, Capabilities: m.installs,
 		Now: m.clock.Now, Clock: m.runtimeClock(), SlowTask: config.Millis(m.cfg.Global.Runtime.SlowTask), Observe: m.observers()})
 	if err != nil {
 		release()
@@ -491,7 +492,7 @@ func (m *Module) NewRuntime(L *lua.LState) (*Runtime, error) {
 // NewRuntime: lua.NewState(shieldglobal.StateOptions()). With them tasks may
 // recurse 2 000 levels deep (lua.NewState()'s default allows 256); either
 // way every task thread starts small (see docs/embedding.md).
-func StateOptions() lua.Options { return bindings.StateOptions() }
+func StateOptions() lua.Options { return runtime.StateOptions() }
 
 // ErrModuleClosed is returned by NewRuntime once the module is closed, and
 // matches (errors.Is) the error of every capability call made afterwards

@@ -9,10 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shieldrt/shieldglobal/bindings"
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/internal/edge"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 	"github.com/shieldrt/shieldglobal/ops"
 )
 
@@ -69,12 +69,12 @@ func (m *Module) Gatherer() prometheus.Gatherer {
 }
 
 // observers are what a runtime tells the metrics.
-func (m *Module) observers() bindings.Observers {
+func (m *Module) observers() runtime.Observers {
 	if m.metrics == nil {
-		return bindings.Observers{}
+		return runtime.Observers{}
 	}
 	mt := m.metrics
-	return bindings.Observers{
+	return runtime.Observers{
 		OpFailed:     mt.RedisOpFailed,
 		TaskFailed:   mt.TaskErrors.Inc,
 		LoopLag:      func(d time.Duration) { mt.LoopLag.Observe(d.Seconds()) },

@@ -8,7 +8,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/shieldrt/shieldglobal/bindings"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // Runtime runs one *lua.LState: its loop is the only goroutine that touches
@@ -20,7 +20,7 @@ import (
 // Runtime wraps the module's internal runtime and exposes only what
 // docs/embedding.md documents.
 type Runtime struct {
-	rt    *bindings.Runtime
+	rt    *runtime.Runtime
 	state *lua.LState // the state given to NewRuntime
 }
 
@@ -158,7 +158,7 @@ type InterruptedTask struct {
 
 // String renders the task for a log line: "spawn (waiting in shield.sleep
 // at main.lua:3)", "main.lua (did not yield; at main.lua:7)".
-func (it InterruptedTask) String() string { return bindings.InterruptedTask(it).String() }
+func (it InterruptedTask) String() string { return runtime.InterruptedTask(it).String() }
 
 // TaskError is an uncaught Lua error of a task: what Call, Go, RunFile and
 // RunString return when the script raised. errors.Is(err,
@@ -193,7 +193,7 @@ func (e *TaskError) Unwrap() error { return e.err }
 
 // taskError turns the internal runtime's task errors into TaskErrors.
 func taskError(err error) error {
-	var te *bindings.TaskError
+	var te *runtime.TaskError
 	if err == nil || !errors.As(err, &te) || te != err {
 		return err
 	}

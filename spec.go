@@ -17,7 +17,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/pm"
 
-	"github.com/shieldrt/shieldglobal/bindings"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 	shieldlua "github.com/shieldrt/shieldglobal/lua/shield"
 )
 
@@ -347,7 +347,7 @@ return fn()`
 func (s *specRun) call(L *lua.LState) int {
 	fn := L.CheckFunction(1)
 	name := L.OptString(2, "test")
-	rt := s.rt.rt // the bindings runtime: the spec runner drives tasks itself
+	rt := s.rt.rt // the internal runtime: the spec runner drives tasks itself
 	s.running.Store(&name)
 	wrapper, err := L.Load(strings.NewReader(callWrapper), "<shield>/spec-call")
 	if err != nil {
@@ -355,10 +355,10 @@ func (s *specRun) call(L *lua.LState) int {
 	}
 	var co *lua.LState // the test's coroutine; loop only
 	mark := L.NewFunction(func(L *lua.LState) int { co = L; return 0 })
-	return rt.Block(L, "shield.spec", func(w *bindings.Wait) func() {
-		var spawned []*bindings.TaskError
+	return rt.Block(L, "shield.spec", func(w *runtime.Wait) func() {
+		var spawned []*runtime.TaskError
 		over := false
-		g := &bindings.Group{Inherited: true, OnError: func(err *bindings.TaskError) {
+		g := &runtime.Group{Inherited: true, OnError: func(err *runtime.TaskError) {
 			if !over {
 				spawned = append(spawned, err)
 				return
@@ -385,7 +385,7 @@ func (s *specRun) call(L *lua.LState) int {
 				s.running.Store(nil) // not what Ctrl-C stops, unless it ended by it
 			}
 			w.Complete(func() ([]lua.LValue, error) {
-				var te *bindings.TaskError
+				var te *runtime.TaskError
 				switch {
 				case timedOut.Load() && errors.As(err, &te):
 					// te.Message says how the runtime ended the test (an

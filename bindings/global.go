@@ -8,13 +8,15 @@ import (
 
 	"github.com/shieldrt/shieldglobal/core/codec"
 	"github.com/shieldrt/shieldglobal/core/kv"
+	"github.com/shieldrt/shieldglobal/core/pubsub"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 const globalType = "shield.global"
 
 // installGlobal registers shield.global(): one object per runtime whose
 // methods reach the Module's store, cache and pub/sub.
-func (rt *Runtime) installGlobal(lib *lua.LTable, g *Global) {
+func installGlobal(rt *runtime.Runtime, lib *lua.LTable, g *Global) {
 	L := rt.L
 	mt := L.NewTable()
 	mt.RawSetString("__name", lua.LString(globalType))
@@ -30,34 +32,34 @@ func (rt *Runtime) installGlobal(lib *lua.LTable, g *Global) {
 		{"get_cached", b.getCached}, {"invalidate", b.invalidate}, {"cache_stats", b.cacheStats},
 		{"subscribe", b.subscribe}, {"psubscribe", b.psubscribe}, {"publish", b.publish},
 	} {
-		methods.RawSetString(m.name, rt.blocking(m.fn))
+		methods.RawSetString(m.name, rt.Blocking(m.fn))
 	}
-	setMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LString(globalType)); return 1 }))
 	ud := L.NewUserData()
 	ud.Value = b
 	ud.Metatable = mt
 	lib.RawSetString("global", L.NewFunction(func(L *lua.LState) int { L.Push(ud); return 1 }))
-	rt.installSubscriptionType()
+	installSubscriptionType(rt)
 }
 
 type globalBinding struct {
-	rt *Runtime
+	rt *runtime.Runtime
 	g  *Global
 }
 
-func (b *globalBinding) args(L *lua.LState, fn string) args {
-	a := argsOf(L, globalType, fn)
-	selfAs[*globalBinding](a, 1, globalType)
+func (b *globalBinding) args(L *lua.LState, fn string) runtime.Args {
+	a := runtime.ArgsOf(L, globalType, fn)
+	runtime.SelfAs[*globalBinding](a, 1, globalType)
 	return a
 }
 
 func (b *globalBinding) name(fn string) string { return globalType + ":" + fn }
 
-func (b *globalBinding) encode(a args, n int) []byte {
+func (b *globalBinding) encode(a runtime.Args, n int) []byte {
 	data, err := codec.Encode(a.L.Get(n))
 	if err != nil {
-		a.bad(n, err.Error())
+		a.Bad(n, err.Error())
 	}
 	return data
 }
@@ -82,20 +84,20 @@ func (b *globalBinding) written(keys ...string) func(*lua.LState, struct{}) []lu
 // g:set(key, value [, ttl_ms]) -> true. A nil value deletes the key.
 func (b *globalBinding) set(L *lua.LState) int {
 	a := b.args(L, "set")
-	key := a.key(2)
-	ttl := time.Duration(a.optMillis(4, "ttl")) * time.Millisecond
+	key := a.Key(2)
+	ttl := time.Duration(a.OptMillis(4, "ttl")) * time.Millisecond
 	if L.Get(3) == lua.LNil {
-		return Run(b.rt, L, b.name("set"), b.g.Store.Delete(key), func(L *lua.LState, _ bool) []lua.LValue {
+		return runtime.Run(b.rt, L, b.name("set"), b.g.Store.Delete(key), func(L *lua.LState, _ bool) []lua.LValue {
 			return b.written(key)(L, struct{}{})
 		})
 	}
-	return Run(b.rt, L, b.name("set"), b.g.Store.Set(key, b.encode(a, 3), ttl), b.written(key))
+	return runtime.Run(b.rt, L, b.name("set"), b.g.Store.Set(key, b.encode(a, 3), ttl), b.written(key))
 }
 
 // g:get(key) -> value or nil.
 func (b *globalBinding) get(L *lua.LState) int {
 	a := b.args(L, "get")
-	return Run(b.rt, L, b.name("get"), b.g.Store.Get(a.key(2)), pushValue)
+	return runtime.Run(b.rt, L, b.name("get"), b.g.Store.Get(a.Key(2)), pushValue)
 }
 
 func pushValue(_ *lua.LState, v kv.Value) []lua.LValue { return []lua.LValue{decode(v.Data)} }
@@ -103,8 +105,8 @@ func pushValue(_ *lua.LState, v kv.Value) []lua.LValue { return []lua.LValue{dec
 // g:delete(key) -> true when the key existed.
 func (b *globalBinding) delete(L *lua.LState) int {
 	a := b.args(L, "delete")
-	key := a.key(2)
-	return Run(b.rt, L, b.name("delete"), b.g.Store.Delete(key), func(_ *lua.LState, existed bool) []lua.LValue {
+	key := a.Key(2)
+	return runtime.Run(b.rt, L, b.name("delete"), b.g.Store.Delete(key), func(_ *lua.LState, existed bool) []lua.LValue {
 		b.g.Evict(key)
 		return []lua.LValue{lua.LBool(existed)}
 	})
@@ -113,8 +115,8 @@ func (b *globalBinding) delete(L *lua.LState) int {
 // g:mset({k = v, ...} [, ttl_ms]) -> true.
 func (b *globalBinding) mset(L *lua.LState) int {
 	a := b.args(L, "mset")
-	t := a.table(2)
-	ttl := time.Duration(a.optMillis(3, "ttl")) * time.Millisecond
+	t := a.Table(2)
+	ttl := time.Duration(a.OptMillis(3, "ttl")) * time.Millisecond
 	var pairs []kv.Pair
 	var keys []string
 	var bad string
@@ -134,9 +136,9 @@ func (b *globalBinding) mset(L *lua.LState) int {
 		keys = append(keys, string(ks))
 	})
 	if bad != "" {
-		a.bad(2, bad)
+		a.Bad(2, bad)
 	}
-	return Run(b.rt, L, b.name("mset"), b.g.Store.MSet(pairs, ttl), b.written(keys...))
+	return runtime.Run(b.rt, L, b.name("mset"), b.g.Store.MSet(pairs, ttl), b.written(keys...))
 }
 
 // g:mget(k1, k2, ...) or g:mget({k1, k2}) -> {k1 = v1, ...}; missing keys are absent.
@@ -147,16 +149,16 @@ func (b *globalBinding) mget(L *lua.LState) int {
 		for i := 1; i <= t.Len(); i++ {
 			s, ok := t.RawGetInt(i).(lua.LString)
 			if !ok || s == "" {
-				a.bad(2, fmt.Sprintf("key #%d must be a non-empty string", i))
+				a.Bad(2, fmt.Sprintf("key #%d must be a non-empty string", i))
 			}
 			keys = append(keys, string(s))
 		}
 	} else {
 		for i := 2; i <= L.GetTop(); i++ {
-			keys = append(keys, a.key(i))
+			keys = append(keys, a.Key(i))
 		}
 	}
-	return Run(b.rt, L, b.name("mget"), b.g.Store.MGet(keys), func(L *lua.LState, vals [][]byte) []lua.LValue {
+	return runtime.Run(b.rt, L, b.name("mget"), b.g.Store.MGet(keys), func(L *lua.LState, vals [][]byte) []lua.LValue {
 		out := L.CreateTable(0, len(keys))
 		for i, k := range keys {
 			if vals[i] != nil {
@@ -175,12 +177,12 @@ func (b *globalBinding) decr(L *lua.LState) int { return b.add(L, "decr", -1) }
 
 func (b *globalBinding) add(L *lua.LState, fn string, sign float64) int {
 	a := b.args(L, fn)
-	key := a.key(2)
-	delta := a.optNum(3, 1) * sign
+	key := a.Key(2)
+	delta := a.OptNum(3, 1) * sign
 	if delta != delta || delta > 1e300 || delta < -1e300 {
-		a.bad(3, "delta must be a number between -1e300 and 1e300")
+		a.Bad(3, "delta must be a number between -1e300 and 1e300")
 	}
-	return Run(b.rt, L, b.name(fn), b.g.Store.IncrBy(key, delta), func(_ *lua.LState, n float64) []lua.LValue {
+	return runtime.Run(b.rt, L, b.name(fn), b.g.Store.IncrBy(key, delta), func(_ *lua.LState, n float64) []lua.LValue {
 		b.g.Evict(key)
 		return []lua.LValue{lua.LNumber(n)}
 	})
@@ -190,14 +192,14 @@ func (b *globalBinding) add(L *lua.LState, fn string, sign float64) int {
 // while fresh, else read and cached for ttl (global.cache.default_ttl).
 func (b *globalBinding) getCached(L *lua.LState) int {
 	a := b.args(L, "get_cached")
-	key := a.key(2)
-	ttl := time.Duration(a.optMillis(3, "ttl")) * time.Millisecond
+	key := a.Key(2)
+	ttl := time.Duration(a.OptMillis(3, "ttl")) * time.Millisecond
 	rd := b.g.readThrough().Get(key, ttl)
 	if rd.Hit {
 		L.Push(decode(rd.Data))
 		return 1
 	}
-	return Run(b.rt, L, b.name("get_cached"), rd.Op, func(L *lua.LState, v kv.Value) []lua.LValue {
+	return runtime.Run(b.rt, L, b.name("get_cached"), rd.Op, func(L *lua.LState, v kv.Value) []lua.LValue {
 		rd.Done(v)
 		return pushValue(L, v)
 	})
@@ -207,9 +209,9 @@ func (b *globalBinding) getCached(L *lua.LState) int {
 // cache.sync, from every other process's.
 func (b *globalBinding) invalidate(L *lua.LState) int {
 	a := b.args(L, "invalidate")
-	key := a.key(2)
+	key := a.Key(2)
 	b.g.Evict(key)
-	return Run(b.rt, L, b.name("invalidate"), b.g.Store.Invalidate(key), func(*lua.LState, struct{}) []lua.LValue { return nil })
+	return runtime.Run(b.rt, L, b.name("invalidate"), b.g.Store.Invalidate(key), func(*lua.LState, struct{}) []lua.LValue { return nil })
 }
 
 // g:cache_stats() -> {enabled, size, hits, misses, hit_rate} of this
@@ -229,3 +231,27 @@ func (b *globalBinding) cacheStats(L *lua.LState) int {
 	L.Push(t)
 	return 1
 }
+
+// Global backs shield.global(): the store, the process-local cache and
+// pub/sub. Shared by every runtime of the Module.
+type Global struct {
+	Store kv.Store
+	Bus   pubsub.Bus
+	// Inline is true when Store and Bus are in-process (the memory backend).
+	Inline bool
+	// Cache is nil when global.cache.enabled is false: get_cached reads through.
+	Cache *kv.Cache
+	// CacheTTL is the ttl of get_cached without one (global.cache.default_ttl).
+	CacheTTL time.Duration
+}
+
+// readThrough is the read-through cache protocol (core/kv) over Store and
+// Cache.
+func (g *Global) readThrough() kv.ReadThrough {
+	return kv.ReadThrough{Store: g.Store, Cache: g.Cache, TTL: g.CacheTTL}
+}
+
+// Evict drops key from the local cache. It reads Cache only: the cache
+// sync's subscription calls it from its own goroutine, and may do so
+// while the Module is still filling in Store.
+func (g *Global) Evict(key string) { kv.ReadThrough{Cache: g.Cache}.Written(key) }

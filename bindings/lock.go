@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/lock"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 	shieldlua "github.com/shieldrt/shieldglobal/lua/shield"
 )
 
@@ -35,7 +37,7 @@ const (
 
 // lockBinding is the lock capability of one runtime.
 type lockBinding struct {
-	rt    *Runtime
+	rt    *runtime.Runtime
 	locks *Locks
 	sess  *lock.Session
 	mts   map[string]*lua.LTable
@@ -48,7 +50,7 @@ type lockBinding struct {
 	own   lock.Owner
 	// ended is the bit of the task-end hook that releases what an ended
 	// task still holds (set on a task when it takes a hold).
-	ended uint32
+	ended runtime.EndHook
 	// pending is what an acquire's inline attempt returns when the call
 	// has to wait (see inlineFirst).
 	pending *lua.LUserData
@@ -61,18 +63,22 @@ type lockObj struct {
 	onLost *lua.LFunction
 }
 
-func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
+// lockSlot holds a runtime's lock binding (nil when the lock capability is
+// off).
+var lockSlot = runtime.NewSlot[lockBinding]()
+
+func installLocks(rt *runtime.Runtime, lib *lua.LTable, l *Locks) {
 	L := rt.L
-	b := &lockBinding{rt: rt, locks: l, sess: l.service(rt.log).NewSession(lockLoop{rt}),
+	b := &lockBinding{rt: rt, locks: l, sess: l.service(rt.Log()).NewSession(rt.Loop()),
 		mts: map[string]*lua.LTable{}, main: map[*lock.Hold]struct{}{}}
 	rt.OnClose(b.close)
-	b.ended = rt.onTaskEnd(func(t *Task) { b.sess.AbandonOwner(t.owner, t.Name) })
+	b.ended = rt.OnTaskEnd(func(t *runtime.Task) { b.sess.AbandonOwner(t.Owner(), t.Name) })
 
-	rt.locks = b
+	lockSlot.Set(rt, b)
 
 	// l:with is the prelude's Lua helper (it may block); this Lua wrapper
 	// checks self first.
-	checkWith, err := L.Load(stringsReader("local check, with = ...\nreturn function(l, ...) check(l) return with(l, ...) end"),
+	checkWith, err := L.Load(strings.NewReader("local check, with = ...\nreturn function(l, ...) check(l) return with(l, ...) end"),
 		shieldlua.ChunkPrefix+"lock_with.lua")
 	if err != nil {
 		panic(err)
@@ -86,7 +92,7 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 		inProcess := kind == kindMutex || kind == kindSpinlock || kind == kindRead || kind == kindWrite
 		for _, m := range []struct {
 			name string
-			fn   func(*lua.LState, *lockObj, args) int
+			fn   func(*lua.LState, *lockObj, runtime.Args) int
 		}{
 			{"acquire", b.acquire}, {"try_acquire", b.tryAcquire}, {"release", b.release},
 			{"extend", b.extend}, {"auto_extend", b.autoExtend},
@@ -118,19 +124,19 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 					}
 					return b.startInline(L, lo, a, timeout, tryAcq)
 				})
-				methods.RawSetString(name, b.inlineCall(L, inline, fast, rt.blocking(call)))
+				methods.RawSetString(name, b.inlineCall(L, inline, fast, rt.Blocking(call)))
 			default:
-				methods.RawSetString(name, rt.blocking(call))
+				methods.RawSetString(name, rt.Blocking(call))
 			}
 		}
 		kind := kind
 		L.Push(checkWith)
 		L.Push(L.NewFunction(func(L *lua.LState) int { b.self(L, kind, "with"); return 0 }))
-		L.Push(rt.with)
+		L.Push(rt.With())
 		L.Call(2, 1)
 		methods.RawSetString("with", L.Get(-1))
 		L.Pop(1)
-		setMethods(L, mt, methods)
+		runtime.SetMethods(L, mt, methods)
 		mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
 			lo, _ := b.self(L, kind, "__tostring")
 			L.Push(lua.LString(fmt.Sprintf("%s(%q)", lo.kind, lo.l.Name())))
@@ -145,20 +151,20 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 		for _, side := range []string{"read_lock", "write_lock"} {
 			typ, side := typ, side
 			methods.RawSetString(side, L.NewFunction(func(L *lua.LState) int {
-				pair := selfAs[*lua.LTable](argsOf(L, typ, side), 1, typ)
+				pair := runtime.SelfAs[*lua.LTable](runtime.ArgsOf(L, typ, side), 1, typ)
 				L.Push(pair.RawGetString(side))
 				return 1
 			}))
 		}
-		setMethods(L, mt, methods)
+		runtime.SetMethods(L, mt, methods)
 		b.mts[typ] = mt
 	}
 	mgr := L.NewTable()
 	mgr.RawSetString("__name", lua.LString(lockManagerType))
 	mgrMethods := L.NewTable()
-	mgrMethods.RawSetString("acquire", rt.blocking(func(L *lua.LState) int { return b.mgr(L, "acquire") }))
-	mgrMethods.RawSetString("try_acquire", rt.blocking(func(L *lua.LState) int { return b.mgr(L, "try_acquire") }))
-	setMethods(L, mgr, mgrMethods)
+	mgrMethods.RawSetString("acquire", rt.Blocking(func(L *lua.LState) int { return b.mgr(L, "acquire") }))
+	mgrMethods.RawSetString("try_acquire", rt.Blocking(func(L *lua.LState) int { return b.mgr(L, "try_acquire") }))
+	runtime.SetMethods(L, mgr, mgrMethods)
 	mgrUD := L.NewUserData()
 	mgrUD.Value = b
 	mgrUD.Metatable = mgr
@@ -175,13 +181,13 @@ func (rt *Runtime) installLocks(lib *lua.LTable, l *Locks) {
 
 // makeObj builds a lock object of kind; a bad option raises an argument
 // error at n.
-func (b *lockBinding) makeObj(a args, n int, kind string, spec lock.Spec, onLost *lua.LFunction) *lua.LUserData {
+func (b *lockBinding) makeObj(a runtime.Args, n int, kind string, spec lock.Spec, onLost *lua.LFunction) *lua.LUserData {
 	l, err := b.sess.NewLock(spec)
 	if err != nil {
 		if oe, ok := lock.IsOptionError(err); ok {
-			a.bad(n, oe.Msg)
+			a.Bad(n, oe.Msg)
 		}
-		a.fail("%s", err.Error())
+		a.Fail("%s", err.Error())
 	}
 	lo := &lockObj{l: l, kind: kind}
 	if onLost != nil {
@@ -195,8 +201,8 @@ func (b *lockBinding) makeObj(a args, n int, kind string, spec lock.Spec, onLost
 
 // shield.mutex(name [, opts]), shield.spinlock, shield.distributed_mutex.
 func (b *lockBinding) newLock(L *lua.LState, kind string, scope lock.Scope, spin bool) int {
-	a := argsOf(L, "shield", kind[len("shield."):])
-	name := a.key(1)
+	a := runtime.ArgsOf(L, "shield", kind[len("shield."):])
+	name := a.Key(1)
 	g, onLost := lockOptions(a, 2)
 	L.Push(b.makeObj(a, 2, kind, lock.Spec{Name: name, Mode: lock.Exclusive, Scope: scope, Spin: spin, Given: g}, onLost))
 	return 1
@@ -205,8 +211,8 @@ func (b *lockBinding) newLock(L *lua.LState, kind string, scope lock.Scope, spin
 // shield.rwlock(name [, opts]) / shield.distributed_rwlock: an object whose
 // read_lock() and write_lock() are the two sides of one lock.
 func (b *lockBinding) newRW(L *lua.LState, typ string, scope lock.Scope) int {
-	a := argsOf(L, "shield", typ[len("shield."):])
-	name := a.key(1)
+	a := runtime.ArgsOf(L, "shield", typ[len("shield."):])
+	name := a.Key(1)
 	g, onLost := lockOptions(a, 2)
 	pair := L.NewTable()
 	side := func(mode lock.Mode) lock.Spec {
@@ -222,16 +228,13 @@ func (b *lockBinding) newRW(L *lua.LState, typ string, scope lock.Scope) int {
 }
 
 // self checks that argument 1 is a lock object of kind.
-func (b *lockBinding) self(L *lua.LState, kind, fn string) (*lockObj, args) {
-	a := argsOf(L, kind, fn)
-	lo, ok := a.self(1, kind).(*lockObj)
-	if !ok {
-		a.bad(1, kind+" expected, got "+a.got(1))
-	}
+func (b *lockBinding) self(L *lua.LState, kind, fn string) (*lockObj, runtime.Args) {
+	a := runtime.ArgsOf(L, kind, fn)
+	lo := runtime.SelfAs[*lockObj](a, 1, kind)
 	// An in-process lock runs no store.Op: the module's end is checked here
 	// (a distributed lock's Ops fail with it by themselves).
-	if err := b.rt.moduleClosed(); err != nil {
-		raise(L, "%s:%s: %s", kind, fn, err.Error())
+	if err := b.rt.ModuleClosed(); err != nil {
+		runtime.Raise(L, "%s:%s: %s", kind, fn, err.Error())
 	}
 	return lo, a
 }
@@ -254,18 +257,18 @@ func (b *lockBinding) ownerOf(L *lua.LState) lock.Owner {
 
 // held takes a new hold into the runtime's care: it is released when its
 // task ends (or, outside tasks, when the runtime closes). Loop only.
-func (b *lockBinding) held(task *Task, h *lock.Hold) {
+func (b *lockBinding) held(task *runtime.Task, h *lock.Hold) {
 	if task == nil {
 		b.main[h] = struct{}{}
 		return
 	}
-	b.rt.markTask(task, b.ended)
+	b.rt.MarkTask(task, b.ended)
 }
 
 // over takes an ended hold taken outside tasks out of the runtime's care.
 // A task's lost hold keeps its record until the task ends (lost() keeps
 // answering true).
-func (b *lockBinding) over(task *Task, h *lock.Hold) {
+func (b *lockBinding) over(task *runtime.Task, h *lock.Hold) {
 	if task == nil && h.Released() {
 		delete(b.main, h)
 	}
@@ -304,13 +307,13 @@ func waitOption(lo *lockObj) time.Duration {
 
 // acquireTimeout reads acquire's optional timeout (ms); nil uses the
 // object's wait option.
-func acquireTimeout(a args, lo *lockObj, n int) time.Duration {
+func acquireTimeout(a runtime.Args, lo *lockObj, n int) time.Duration {
 	if a.L.Get(n) == lua.LNil {
 		return waitOption(lo)
 	}
-	v := a.num(n)
+	v := a.Num(n)
 	if v < 0 || v != v || math.IsInf(v, 0) || v > maxMillis {
-		a.bad(n, "timeout must be >= 0 milliseconds, got "+numberText(v))
+		a.Bad(n, "timeout must be >= 0 milliseconds, got "+numberText(v))
 	}
 	if v == 0 {
 		return lock.TryOnce
@@ -327,7 +330,7 @@ func acquireTimeout(a args, lo *lockObj, n int) time.Duration {
 // wrapper costs about as much again as the lock pair's own work.
 func (b *lockBinding) inlineFirst() *lua.LFunction {
 	L := b.rt.L
-	fn, err := L.Load(stringsReader(`local pending = ...
+	fn, err := L.Load(strings.NewReader(`local pending = ...
 return function(fast, slow)
 	return function(l, t, ...)
 		local a, b = fast(l, t)
@@ -374,7 +377,7 @@ var resultFalse = []lua.LValue{lua.LFalse}
 // the blocking-call wrapper: when the lock cannot be had at once and the
 // call would wait, it changes nothing and returns b.pending (the method
 // then makes the call again as a blocking call).
-func (b *lockBinding) startInline(L *lua.LState, lo *lockObj, a args, timeout time.Duration, tryAcq bool) int {
+func (b *lockBinding) startInline(L *lua.LState, lo *lockObj, a runtime.Args, timeout time.Duration, tryAcq bool) int {
 	result := resultPair
 	if tryAcq {
 		result = tryResult
@@ -388,7 +391,7 @@ func (b *lockBinding) startInline(L *lua.LState, lo *lockObj, a args, timeout ti
 
 // tryNow is an acquire's attempt made right here: done is false when the
 // lock is taken and the call has to wait (nothing changed).
-func (b *lockBinding) tryNow(L *lua.LState, lo *lockObj, a args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) (n int, done bool) {
+func (b *lockBinding) tryNow(L *lua.LState, lo *lockObj, a runtime.Args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) (n int, done bool) {
 	owner := b.ownerOf(L)
 	// Fast path: a free in-process lock is taken right here, with nothing
 	// registered but the hold itself (and the task's end-hook bit).
@@ -403,20 +406,20 @@ func (b *lockBinding) tryNow(L *lua.LState, lo *lockObj, a args, timeout time.Du
 	}
 	vals, err := acquireOutcome(lo, result, err)
 	if err != nil {
-		raise(L, "%s:%s: %s", lo.kind, a.fn, err.Error())
+		runtime.Raise(L, "%s:%s: %s", lo.kind, a.Fn, err.Error())
 	}
-	return pushAll(L, vals), true
+	return runtime.PushAll(L, vals), true
 }
 
 // start acquires lo for the running task; result turns the outcome into
 // Lua values.
-func (b *lockBinding) start(L *lua.LState, lo *lockObj, a args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) int {
+func (b *lockBinding) start(L *lua.LState, lo *lockObj, a runtime.Args, timeout time.Duration, result func(ok bool, reason string) []lua.LValue) int {
 	if n, done := b.tryNow(L, lo, a, timeout, result); done {
 		return n
 	}
 	owner := b.ownerOf(L)
 	task := b.rt.CurrentTask(L)
-	return b.rt.Block(L, lo.kind+":"+a.fn, func(w *Wait) func() {
+	return b.rt.Block(L, lo.kind+":"+a.Fn, func(w *runtime.Wait) func() {
 		return lo.l.Acquire(owner, timeout, func(h *lock.Hold, err error) {
 			if err == nil {
 				b.held(task, h)
@@ -448,7 +451,7 @@ func lockError(lo *lockObj, err error) error {
 	case errors.Is(err, lock.ErrUpgrade):
 		return errors.New("cannot upgrade a read lock to a write lock: release the read lock first")
 	case errors.Is(err, lock.ErrClosed):
-		return errClosing
+		return runtime.ErrClosing
 	}
 	var st *lock.StalledError
 	if errors.As(err, &st) {
@@ -461,30 +464,30 @@ func lockError(lo *lockObj, err error) error {
 // l:acquire([timeout_ms]) -> true | false, "timeout" | "lost" (a re-entry
 // of this task's hold, which is lost). Waits (the task yields) until
 // granted; acquire(0) makes one attempt.
-func (b *lockBinding) acquire(L *lua.LState, lo *lockObj, a args) int {
+func (b *lockBinding) acquire(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	return b.start(L, lo, a, acquireTimeout(a, lo, 2), resultPair)
 }
 
 // l:try_acquire() -> true | false: one attempt, never waits.
-func (b *lockBinding) tryAcquire(L *lua.LState, lo *lockObj, a args) int {
+func (b *lockBinding) tryAcquire(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	return b.start(L, lo, a, lock.TryOnce, tryResult)
 }
 
 // releaseInline is release for an in-process lock object, called without
 // the blocking-call wrapper: such a release always completes right here.
-func (b *lockBinding) releaseInline(L *lua.LState, lo *lockObj, a args) int {
+func (b *lockBinding) releaseInline(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	if lo.l.Scope() != lock.InProcess {
-		raise(L, "%s:release: not an in-process lock", lo.kind) // a bug: it could not wait here
+		runtime.Raise(L, "%s:release: not an in-process lock", lo.kind) // a bug: it could not wait here
 	}
 	return b.release(L, lo, a)
 }
 
 // l:release() -> true | false, "not_held" | "lost". A re-entrant hold is
 // released when its count reaches zero.
-func (b *lockBinding) release(L *lua.LState, lo *lockObj, a args) int {
+func (b *lockBinding) release(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	h := lo.l.Hold(b.ownerOf(L))
 	if h == nil {
-		return pushAll(L, resultPair(false, "not_held"))
+		return runtime.PushAll(L, resultPair(false, "not_held"))
 	}
 	task := b.rt.CurrentTask(L)
 	if _, err, ok := h.ReleaseNow(); ok { // in-process: done right here
@@ -492,11 +495,11 @@ func (b *lockBinding) release(L *lua.LState, lo *lockObj, a args) int {
 		h.Recycle() // nothing here keeps h: the next hold may reuse it
 		vals, err := holdValues(err)
 		if err != nil {
-			raise(L, "%s:release: %s", lo.kind, err.Error())
+			runtime.Raise(L, "%s:release: %s", lo.kind, err.Error())
 		}
-		return pushAll(L, vals)
+		return runtime.PushAll(L, vals)
 	}
-	return b.rt.Block(L, lo.kind+":release", func(w *Wait) func() {
+	return b.rt.Block(L, lo.kind+":release", func(w *runtime.Wait) func() {
 		h.Release(func(_ int, err error) {
 			b.over(task, h)
 			w.Complete(holdOutcome(err))
@@ -506,19 +509,19 @@ func (b *lockBinding) release(L *lua.LState, lo *lockObj, a args) int {
 }
 
 // l:extend(ms) -> true | false, "not_held" | "lost": resets the lease to ms.
-func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a args) int {
+func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	if L.Get(2) == lua.LNil {
-		a.typeError(2, "number")
+		a.TypeError(2, "number")
 	}
 	ttl := lockMillis(a, 2, "ttl")
 	if max := time.Duration(b.locks.Config.MaxTTL) * time.Millisecond; ttl > max {
-		a.bad(2, fmt.Sprintf("ttl %d exceeds lock.max_ttl (%d)", ttl.Milliseconds(), max.Milliseconds()))
+		a.Bad(2, fmt.Sprintf("ttl %d exceeds lock.max_ttl (%d)", ttl.Milliseconds(), max.Milliseconds()))
 	}
 	h := lo.l.Hold(b.ownerOf(L))
 	if h == nil {
-		return pushAll(L, resultPair(false, "not_held"))
+		return runtime.PushAll(L, resultPair(false, "not_held"))
 	}
-	return b.rt.Block(L, lo.kind+":extend", func(w *Wait) func() {
+	return b.rt.Block(L, lo.kind+":extend", func(w *runtime.Wait) func() {
 		h.Refresh(ttl, func(err error) {
 			w.Complete(holdOutcome(err))
 		})
@@ -528,7 +531,7 @@ func (b *lockBinding) extend(L *lua.LState, lo *lockObj, a args) int {
 
 // holdOutcome is release's and extend's answer for err: true, or false
 // with "lost" or "not_held"; other errors raise.
-func holdOutcome(err error) Result {
+func holdOutcome(err error) runtime.Result {
 	return func() ([]lua.LValue, error) { return holdValues(err) }
 }
 
@@ -547,17 +550,17 @@ func holdValues(err error) ([]lua.LValue, error) {
 // l:auto_extend(enabled [, interval_ms]): the watchdog renews the lease
 // every interval while this task holds the lock (and for later holds taken
 // through this object).
-func (b *lockBinding) autoExtend(L *lua.LState, lo *lockObj, a args) int {
+func (b *lockBinding) autoExtend(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	if _, ok := L.Get(2).(lua.LBool); !ok {
-		a.typeError(2, "boolean")
+		a.TypeError(2, "boolean")
 	}
 	on := L.ToBool(2)
 	interval := lockMillis(a, 3, "interval")
 	raise := func(err error) {
 		if oe, ok := lock.IsOptionError(err); ok && oe.Option == "interval" {
-			a.bad(3, oe.Msg)
+			a.Bad(3, oe.Msg)
 		}
-		a.fail("%s", err.Error())
+		a.Fail("%s", err.Error())
 	}
 	h := lo.l.Hold(b.ownerOf(L))
 	if h != nil {
@@ -574,8 +577,8 @@ func (b *lockBinding) autoExtend(L *lua.LState, lo *lockObj, a args) int {
 }
 
 // info runs the lock's info operation and converts its result.
-func (b *lockBinding) infoCall(L *lua.LState, lo *lockObj, a args, convert func(*lua.LState, lock.Info) []lua.LValue) int {
-	return Run(b.rt, L, lo.kind+":"+a.fn, lo.l.InfoOp(), func(L *lua.LState, info lock.Info) []lua.LValue {
+func (b *lockBinding) infoCall(L *lua.LState, lo *lockObj, a runtime.Args, convert func(*lua.LState, lock.Info) []lua.LValue) int {
+	return runtime.Run(b.rt, L, lo.kind+":"+a.Fn, lo.l.InfoOp(), func(L *lua.LState, info lock.Info) []lua.LValue {
 		if !info.Held || len(info.Owners) == 0 {
 			return []lua.LValue{lua.LNil}
 		}
@@ -593,7 +596,7 @@ func (b *lockBinding) ownerTable(L *lua.LState, h lock.Holder) *lua.LTable {
 	if ok {
 		t.RawSetString("service_id", lua.LNumber(o.ServiceID))
 	}
-	me := b.rt.svc.Owner
+	me := b.rt.Owner()
 	if h.ServiceName != "" {
 		t.RawSetString("service_name", lua.LString(h.ServiceName))
 	} else if ok && o.NodeID == me.NodeID && o.ServiceID == me.ServiceID {
@@ -604,7 +607,7 @@ func (b *lockBinding) ownerTable(L *lua.LState, h lock.Holder) *lua.LTable {
 }
 
 // l:owner() -> {node_id, service_id, service_name, thread_id} of the holder, or nil.
-func (b *lockBinding) owner(L *lua.LState, lo *lockObj, a args) int {
+func (b *lockBinding) owner(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	return b.infoCall(L, lo, a, func(L *lua.LState, info lock.Info) []lua.LValue {
 		return []lua.LValue{b.ownerTable(L, info.Owners[0])}
 	})
@@ -618,13 +621,13 @@ func ttlValue(d time.Duration) lua.LValue {
 }
 
 // l:ttl() -> remaining lease in ms (-1: no expiry), or nil when free.
-func (b *lockBinding) ttl(L *lua.LState, lo *lockObj, a args) int {
+func (b *lockBinding) ttl(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	return b.infoCall(L, lo, a, func(L *lua.LState, info lock.Info) []lua.LValue { return []lua.LValue{ttlValue(info.TTL)} })
 }
 
 // l:info() -> the 锁信息 table {key, owner, acquired_at, ttl, reentrant_count,
 // token, owners}, or nil when the lock is free.
-func (b *lockBinding) info(L *lua.LState, lo *lockObj, a args) int {
+func (b *lockBinding) info(L *lua.LState, lo *lockObj, a runtime.Args) int {
 	return b.infoCall(L, lo, a, func(L *lua.LState, info lock.Info) []lua.LValue {
 		t := L.NewTable()
 		t.RawSetString("key", lua.LString(lo.l.Name()))
@@ -652,7 +655,7 @@ func (b *lockBinding) info(L *lua.LState, lo *lockObj, a args) int {
 }
 
 // l:token() -> the fencing token of this task's hold (distributed locks), or nil.
-func (b *lockBinding) token(L *lua.LState, lo *lockObj, _ args) int {
+func (b *lockBinding) token(L *lua.LState, lo *lockObj, _ runtime.Args) int {
 	if h := lo.l.Hold(b.ownerOf(L)); h != nil && h.Token() != 0 {
 		L.Push(lua.LNumber(h.Token()))
 		return 1
@@ -663,14 +666,14 @@ func (b *lockBinding) token(L *lua.LState, lo *lockObj, _ args) int {
 
 // l:lost() -> true when this task's hold was found lost (also after its
 // release reported "lost").
-func (b *lockBinding) lost(L *lua.LState, lo *lockObj, _ args) int {
+func (b *lockBinding) lost(L *lua.LState, lo *lockObj, _ runtime.Args) int {
 	L.Push(lua.LBool(lo.l.Lost(b.ownerOf(L))))
 	return 1
 }
 
 // l:on_lost(fn): fn(name, reason) runs as a task when a hold is lost.
-func (b *lockBinding) setOnLost(L *lua.LState, lo *lockObj, a args) int {
-	b.setLost(lo, a.function(2))
+func (b *lockBinding) setOnLost(L *lua.LState, lo *lockObj, a runtime.Args) int {
+	b.setLost(lo, a.Function(2))
 	return 0
 }
 
@@ -681,7 +684,7 @@ func (b *lockBinding) setLost(lo *lockObj, fn *lua.LFunction) {
 	lo.onLost = fn
 }
 
-func (b *lockBinding) lockName(L *lua.LState, lo *lockObj, _ args) int {
+func (b *lockBinding) lockName(L *lua.LState, lo *lockObj, _ runtime.Args) int {
 	L.Push(lua.LString(lo.l.Name()))
 	return 1
 }
@@ -697,7 +700,7 @@ func (b *lockBinding) lost1(lo *lockObj, h *lock.Hold) {
 	b.rt.Post(func() {
 		b.rt.Spawn("on_lost "+name, fn, []lua.LValue{lua.LString(name), lua.LString(reason)}, func(err error) {
 			if err != nil {
-				b.rt.callbackFailed("on_lost", name, err)
+				b.rt.CallbackFailed("on_lost", name, err)
 			}
 		})
 	})
@@ -708,11 +711,9 @@ func (b *lockBinding) lost1(lo *lockObj, h *lock.Hold) {
 // lock:acquire(name [, opts]) -> handle | nil, "timeout" | "lost": waits up to
 // opts.wait (default lock.wait; 0 = no limit). lock:try_acquire(name [, opts]) -> handle | nil.
 func (b *lockBinding) mgr(L *lua.LState, fn string) int {
-	a := argsOf(L, lockManagerType, fn)
-	if _, ok := a.self(1, lockManagerType).(*lockBinding); !ok {
-		a.bad(1, lockManagerType+" expected, got "+a.got(1))
-	}
-	name := a.key(2)
+	a := runtime.ArgsOf(L, lockManagerType, fn)
+	runtime.SelfAs[*lockBinding](a, 1, lockManagerType)
+	name := a.Key(2)
 	g, onLost := lockOptions(a, 3)
 	ud := b.makeObj(a, 3, kindHandle, lock.Spec{Name: name, Mode: lock.Exclusive, Scope: lock.Distributed, Given: g}, onLost)
 	lo := ud.Value.(*lockObj)

@@ -13,6 +13,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/lock"
 	"github.com/shieldrt/shieldglobal/core/lock/local"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkDistributedMutexPairs32Tasks(b *testing.B) {
 	b.Cleanup(func() { bus.Close() })
 	locks := &Locks{Local: local.NewManager(nil), Dist: lock.NewRedis(c, testredis.Prefix(b), bus), Config: config.Default().Lock}
 	L := lua.NewState()
-	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{locks}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	rt, err := runtime.NewRuntime(L, &runtime.Services{Capabilities: []runtime.Capability{locks}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,9 +79,9 @@ func benchLuaLoop(b *testing.B, setup, body string) {
 // empty() and what globals sets up defined; it reports the process's CPU
 // time per iteration too (cpu-ns/op), steadier than wall time on a busy
 // machine.
-func benchLuaLoopWith(b *testing.B, globals func(rt *Runtime, L *lua.LState), setup, body string) {
-	L := lua.NewState(StateOptions())
-	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{testLocks()}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+func benchLuaLoopWith(b *testing.B, globals func(rt *runtime.Runtime, L *lua.LState), setup, body string) {
+	L := lua.NewState(runtime.StateOptions())
+	rt, err := runtime.NewRuntime(L, &runtime.Services{Capabilities: []runtime.Capability{testLocks()}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/lock"
 	"github.com/shieldrt/shieldglobal/core/lock/local"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // testLocks is the lock capability on the memory backend with default config.
@@ -12,4 +13,4 @@ func testLocks() *Locks {
 }
 
 // activeLocks counts the holds and pending acquires a runtime tracks. Loop only.
-func activeLocks(rt *Runtime) int { return rt.locks.active() }
+func activeLocks(rt *runtime.Runtime) int { return lockSlot.Get(rt).active() }

@@ -9,6 +9,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/lock"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 var lockOptionNames = []string{"ttl", "retry", "max_retries", "reentrant", "wait", "fair", "auto_extend", "extend_interval", "on_lost"}
@@ -19,14 +20,14 @@ const maxMillis = 1e15
 // lockOptions reads the options table at n (optional) into what core/lock
 // resolves against the configured defaults. It checks types and ranges; the
 // policy (max_ttl, an interval shorter than the ttl) is core/lock's.
-func lockOptions(a args, n int) (lock.Given, *lua.LFunction) {
+func lockOptions(a runtime.Args, n int) (lock.Given, *lua.LFunction) {
 	var g lock.Given
 	if a.L.Get(n) == lua.LNil {
 		return g, nil
 	}
-	t := a.table(n)
+	t := a.Table(n)
 	var onLost *lua.LFunction
-	bad := func(msg string, v ...any) { a.bad(n, fmt.Sprintf(msg, v...)) }
+	bad := func(msg string, v ...any) { a.Bad(n, fmt.Sprintf(msg, v...)) }
 	number := func(key string, v lua.LValue) float64 {
 		f, ok := v.(lua.LNumber)
 		if !ok {
@@ -101,13 +102,13 @@ func numberText(f float64) string {
 }
 
 // lockMillis reads an optional duration argument in ms (0 when absent).
-func lockMillis(a args, n int, what string) time.Duration {
+func lockMillis(a runtime.Args, n int, what string) time.Duration {
 	if a.L.Get(n) == lua.LNil {
 		return 0
 	}
-	f := a.num(n)
+	f := a.Num(n)
 	if f != f || math.IsInf(f, 0) || f <= 0 || f > maxMillis {
-		a.bad(n, fmt.Sprintf("%s must be a finite number of milliseconds > 0, got %s", what, numberText(f)))
+		a.Bad(n, fmt.Sprintf("%s must be a finite number of milliseconds > 0, got %s", what, numberText(f)))
 	}
 	return time.Duration(math.Ceil(f)) * time.Millisecond
 }

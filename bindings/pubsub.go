@@ -9,6 +9,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/codec"
 	"github.com/shieldrt/shieldglobal/core/pubsub"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 const subscriptionType = "shield.subscription"
@@ -24,7 +25,7 @@ const subscribeTimeout = 10 * time.Second
 // function, one message at a time, each call a task of its own: fn may block,
 // and the next message waits until it returns. Loop-only except deliver.
 type subscription struct {
-	rt      *Runtime
+	rt      *runtime.Runtime
 	fn      *lua.LFunction
 	name    string // channel or pattern, for logs
 	bus     pubsub.Subscription
@@ -49,7 +50,7 @@ func (s *subscription) deliver(m pubsub.Message) {
 		s.pending = s.pending[1:]
 		s.dropped++
 		if s.dropped == 1 || s.dropped%1000 == 0 {
-			s.rt.log.Warn("shield: subscriber too slow, dropped messages", "channel", s.name, "dropped", s.dropped)
+			s.rt.Log().Warn("shield: subscriber too slow, dropped messages", "channel", s.name, "dropped", s.dropped)
 		}
 	}
 	s.pending = append(s.pending, m)
@@ -72,7 +73,7 @@ func (s *subscription) next() {
 	}
 	s.rt.Spawn("subscriber "+s.name, s.fn, args, func(err error) {
 		if err != nil {
-			s.rt.callbackFailed("subscriber", s.name, err)
+			s.rt.CallbackFailed("subscriber", s.name, err)
 		}
 		s.next()
 	})
@@ -100,19 +101,19 @@ func (s *subscription) close() {
 	}
 }
 
-func (rt *Runtime) installSubscriptionType() {
+func installSubscriptionType(rt *runtime.Runtime) {
 	L := rt.L
 	mt := L.NewTypeMetatable(subscriptionType)
 	mt.RawSetString("__name", lua.LString(subscriptionType))
 	methods := L.NewTable()
-	methods.RawSetString("unsubscribe", rt.blocking(rt.unsubscribe))
-	setMethods(L, mt, methods)
+	methods.RawSetString("unsubscribe", rt.Blocking(func(L *lua.LState) int { return unsubscribe(rt, L) }))
+	runtime.SetMethods(L, mt, methods)
 }
 
 // sub:unsubscribe(): no message is delivered after it returns; the server
 // side is unsubscribed too. Idempotent.
-func (rt *Runtime) unsubscribe(L *lua.LState) int {
-	s := selfAs[*subscription](argsOf(L, subscriptionType, "unsubscribe"), 1, subscriptionType)
+func unsubscribe(rt *runtime.Runtime, L *lua.LState) int {
+	s := runtime.SelfAs[*subscription](runtime.ArgsOf(L, subscriptionType, "unsubscribe"), 1, subscriptionType)
 	bs := s.stop()
 	if bs == nil {
 		return 0
@@ -121,7 +122,7 @@ func (rt *Runtime) unsubscribe(L *lua.LState) int {
 		bs.Unsubscribe()
 		return 0
 	}
-	return Run(rt, L, subscriptionType+":unsubscribe", store.Work(func(context.Context) (struct{}, error) {
+	return runtime.Run(rt, L, subscriptionType+":unsubscribe", store.Work(func(context.Context) (struct{}, error) {
 		bs.Unsubscribe()
 		return struct{}{}, nil
 	}), func(*lua.LState, struct{}) []lua.LValue { return nil })
@@ -139,8 +140,8 @@ func (b *globalBinding) sub(L *lua.LState, fn string, pattern bool) int {
 	if pattern {
 		what = "pattern"
 	}
-	name := a.name(2, what)
-	s := &subscription{rt: b.rt, fn: a.function(3), name: name, inline: b.g.Inline}
+	name := a.Name(2, what)
+	s := &subscription{rt: b.rt, fn: a.Function(3), name: name, inline: b.g.Inline}
 	b.rt.Ref()
 	s.forget = b.rt.OnClose(s.close)
 	subscribe := func(ctx context.Context) (pubsub.Subscription, error) {
@@ -163,9 +164,9 @@ func (b *globalBinding) sub(L *lua.LState, fn string, pattern bool) int {
 	}
 	op := store.Work(subscribe)
 	if s.inline {
-		op = store.Local(func() (pubsub.Subscription, error) { return subscribe(b.rt.ctx) })
+		op = store.Local(func() (pubsub.Subscription, error) { return subscribe(b.rt.Context()) })
 	}
-	return Run(b.rt, L, b.name(fn), op, func(L *lua.LState, bs pubsub.Subscription) []lua.LValue {
+	return runtime.Run(b.rt, L, b.name(fn), op, func(L *lua.LState, bs pubsub.Subscription) []lua.LValue {
 		s.bus = bs
 		if s.closed { // the runtime closed while subscribing
 			go s.bus.Unsubscribe()
@@ -180,12 +181,12 @@ func (b *globalBinding) sub(L *lua.LState, fn string, pattern bool) int {
 // g:publish(channel, message) -> number of receivers.
 func (b *globalBinding) publish(L *lua.LState) int {
 	a := b.args(L, "publish")
-	ch := a.name(2, "channel")
+	ch := a.Name(2, "channel")
 	data, err := codec.Encode(L.Get(3))
 	if err != nil {
-		a.bad(3, err.Error())
+		a.Bad(3, err.Error())
 	}
-	return Run(b.rt, L, b.name("publish"), b.g.Bus.PublishOp(ch, data), func(_ *lua.LState, n int64) []lua.LValue {
+	return runtime.Run(b.rt, L, b.name("publish"), b.g.Bus.PublishOp(ch, data), func(_ *lua.LState, n int64) []lua.LValue {
 		return []lua.LValue{lua.LNumber(n)}
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/queue"
 	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/edge"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // The Lua types of the queue capability.
@@ -153,7 +154,7 @@ func (q *Queues) Drain(timeout time.Duration) {
 
 // queueBinding is the queue capability of one runtime.
 type queueBinding struct {
-	rt  *Runtime
+	rt  *runtime.Runtime
 	svc *Queues
 	// objs maps each core queue this runtime opened to its Lua object, so
 	// opening a name again returns the same object. Loop only.
@@ -162,7 +163,7 @@ type queueBinding struct {
 	// core extends them through the loop and releases a task's when it
 	// ends (the task-end hook of bit ended). Loop only.
 	leases *queue.Leases
-	ended  uint32
+	ended  runtime.EndHook
 }
 
 // queueObj is one queue as scripts see it.
@@ -184,15 +185,15 @@ type queueObj struct {
 // kindMethod is one Lua method of a queue type.
 type kindMethod struct {
 	name string
-	fn   func(o *queueObj, a args) int
+	fn   func(o *queueObj, a runtime.Args) int
 }
 
-func (rt *Runtime) installQueues(lib *lua.LTable, q *Queues) {
+func installQueues(rt *runtime.Runtime, lib *lua.LTable, q *Queues) {
 	L := rt.L
 	b := &queueBinding{rt: rt, svc: q, objs: map[any]*lua.LUserData{}}
-	b.leases = queue.NewLeases(lockLoop{rt}, queue.LeaseOptions{Clock: rt.clock(), Log: rt.log,
-		Detach: func(what string, run func(context.Context) error) { q.background(rt.log, what, run) }})
-	b.ended = rt.onTaskEnd(func(t *Task) { b.leases.AbandonOwner(t, t.Name) })
+	b.leases = queue.NewLeases(rt.Loop(), queue.LeaseOptions{Clock: rt.Clock(), Log: rt.Log(),
+		Detach: func(what string, run func(context.Context) error) { q.background(rt.Log(), what, run) }})
+	b.ended = rt.OnTaskEnd(func(t *runtime.Task) { b.leases.AbandonOwner(t, t.Name) })
 	rt.OnClose(b.leases.Close)
 	common := []kindMethod{
 		{"pop", (*queueObj).pop}, {"length", (*queueObj).length}, {"consume", (*queueObj).consume},
@@ -225,14 +226,14 @@ func (rt *Runtime) installQueues(lib *lua.LTable, q *Queues) {
 		methods := L.NewTable()
 		for _, m := range k.methods {
 			fn, name := m.fn, m.name
-			methods.RawSetString(name, rt.blocking(func(L *lua.LState) int {
-				a := argsOf(L, typ, name)
-				return fn(selfAs[*queueObj](a, 1, typ), a)
+			methods.RawSetString(name, rt.Blocking(func(L *lua.LState) int {
+				a := runtime.ArgsOf(L, typ, name)
+				return fn(runtime.SelfAs[*queueObj](a, 1, typ), a)
 			}))
 		}
-		setMethods(L, mt, methods)
+		runtime.SetMethods(L, mt, methods)
 		mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-			o := selfAs[*queueObj](argsOf(L, typ, "__tostring"), 1, typ)
+			o := runtime.SelfAs[*queueObj](runtime.ArgsOf(L, typ, "__tostring"), 1, typ)
 			L.Push(lua.LString(fmt.Sprintf("%s(%q)", o.typ, o.name)))
 			return 1
 		}))
@@ -247,10 +248,10 @@ func (rt *Runtime) installQueues(lib *lua.LTable, q *Queues) {
 // shield.queue(name [, opts]) and the other constructors: the queue name of
 // that kind (the same object when this runtime opened it before).
 func (b *queueBinding) open(L *lua.LState, ctor, typ string, kind queue.Kind) int {
-	a := argsOf(L, "shield", ctor)
-	name := a.name(1, "queue name")
+	a := runtime.ArgsOf(L, "shield", ctor)
+	name := a.Name(1, "queue name")
 	if name[0] == '}' { // the core refuses it too; say it as every constructor does
-		a.bad(1, "queue name must not start with '}'")
+		a.Bad(1, "queue name must not start with '}'")
 	}
 	opts := b.options(a, 2, kind)
 	o := &queueObj{b: b, kind: kind, typ: typ, name: name, opts: opts}
@@ -276,7 +277,7 @@ func (b *queueBinding) open(L *lua.LState, ctor, typ string, kind queue.Kind) in
 		q, stats = o.bc, func() *store.Op[queue.Stats] { return o.bc.Stats() }
 	}
 	if err != nil {
-		a.fail("%s", err.Error())
+		a.Fail("%s", err.Error())
 	}
 	if ud := b.objs[q]; ud != nil {
 		L.Push(ud)
@@ -301,17 +302,17 @@ var (
 
 // options reads a queue's options table at n (optional) over the queue
 // config's defaults.
-func (b *queueBinding) options(a args, n int, kind queue.Kind) queue.Options {
+func (b *queueBinding) options(a runtime.Args, n int, kind queue.Kind) queue.Options {
 	o := edge.QueueOptions(b.svc.Config)
 	if a.L.Get(n) == lua.LNil {
 		return o
 	}
-	t := a.table(n)
+	t := a.Table(n)
 	known := queueOptionNames
 	if kind == queue.KindReliable || kind == queue.KindBroadcast {
 		known = streamOptionNames
 	}
-	bad := func(format string, v ...any) { a.bad(n, fmt.Sprintf(format, v...)) }
+	bad := func(format string, v ...any) { a.Bad(n, fmt.Sprintf(format, v...)) }
 	t.ForEach(func(k, v lua.LValue) {
 		key, _ := k.(lua.LString)
 		if !slices.Contains(known, string(key)) {
@@ -393,31 +394,31 @@ const maxWaitMillis = 1e12
 
 // message encodes the message argument n; nil is refused (a pop returning
 // nil means "no message").
-func message(a args, n int) []byte {
+func message(a runtime.Args, n int) []byte {
 	v := a.L.Get(n)
 	if v == lua.LNil {
-		a.bad(n, "message expected, got "+a.got(n))
+		a.Bad(n, "message expected, got "+a.Got(n))
 	}
 	data, err := codec.Encode(v)
 	if err != nil {
-		a.bad(n, err.Error())
+		a.Bad(n, err.Error())
 	}
 	return data
 }
 
 // millisArg reads a required duration in milliseconds (>= 0, fractions
 // allowed) at n; what names it in errors.
-func millisArg(a args, n int, what string) time.Duration {
-	v := a.num(n)
+func millisArg(a runtime.Args, n int, what string) time.Duration {
+	v := a.Num(n)
 	if v != v || v < 0 || v > maxWaitMillis {
-		a.bad(n, fmt.Sprintf("%s must be >= 0 milliseconds (and at most %.0f), got %s", what, float64(maxWaitMillis), lua.LNumber(v).String()))
+		a.Bad(n, fmt.Sprintf("%s must be >= 0 milliseconds (and at most %.0f), got %s", what, float64(maxWaitMillis), lua.LNumber(v).String()))
 	}
 	return time.Duration(v * float64(time.Millisecond))
 }
 
 func (o *queueObj) call(fn string) string { return o.typ + ":" + fn }
 
-func (o *queueObj) nameOf(a args) int {
+func (o *queueObj) nameOf(a runtime.Args) int {
 	a.L.Push(lua.LString(o.name))
 	return 1
 }

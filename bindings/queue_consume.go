@@ -11,6 +11,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/core/queue"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // queueConsumer is one q:consume / q:subscribe: the core's consumer
@@ -26,7 +27,7 @@ type queueConsumer struct {
 	stall time.Duration // the loop counts as wedged after a resume this long
 
 	stopFn   queue.StopFunc
-	tasks    map[*Task]struct{} // handler tasks running
+	tasks    map[*runtime.Task]struct{} // handler tasks running
 	stopping bool
 	// halted is stopping for the consumer goroutine: set with it, so that
 	// a message popped before the core consumer saw the stop is given back
@@ -44,22 +45,22 @@ var consumeOptionNames = []string{"concurrency"}
 const maxConcurrency = 10000
 
 // consumeOptions reads consume's / subscribe's options table at n.
-func consumeOptions(a args, n int) int {
+func consumeOptions(a runtime.Args, n int) int {
 	if a.L.Get(n) == lua.LNil {
 		return 1
 	}
-	t := a.table(n)
+	t := a.Table(n)
 	conc := 1
 	t.ForEach(func(k, v lua.LValue) {
 		switch k {
 		case lua.LString("concurrency"):
 			f, ok := v.(lua.LNumber)
 			if !ok || f < 1 || f > maxConcurrency || float64(f) != float64(int64(f)) {
-				a.bad(n, fmt.Sprintf("option concurrency must be a whole number from 1 to %d, got %s", maxConcurrency, v.String()))
+				a.Bad(n, fmt.Sprintf("option concurrency must be a whole number from 1 to %d, got %s", maxConcurrency, v.String()))
 			}
 			conc = int(f)
 		default:
-			a.bad(n, fmt.Sprintf("unknown option %s (known: concurrency)", quoteKey(k)))
+			a.Bad(n, fmt.Sprintf("unknown option %s (known: concurrency)", quoteKey(k)))
 		}
 	})
 	return conc
@@ -70,13 +71,13 @@ func (b *queueBinding) installConsumerType() {
 	mt := L.NewTypeMetatable(queueConsumerType)
 	mt.RawSetString("__name", lua.LString(queueConsumerType))
 	methods := L.NewTable()
-	methods.RawSetString("stop", b.rt.blocking(func(L *lua.LState) int {
-		a := argsOf(L, queueConsumerType, "stop")
-		return selfAs[*queueConsumer](a, 1, queueConsumerType).stopLua(a)
+	methods.RawSetString("stop", b.rt.Blocking(func(L *lua.LState) int {
+		a := runtime.ArgsOf(L, queueConsumerType, "stop")
+		return runtime.SelfAs[*queueConsumer](a, 1, queueConsumerType).stopLua(a)
 	}))
-	setMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		c := selfAs[*queueConsumer](argsOf(L, queueConsumerType, "__tostring"), 1, queueConsumerType)
+		c := runtime.SelfAs[*queueConsumer](runtime.ArgsOf(L, queueConsumerType, "__tostring"), 1, queueConsumerType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", queueConsumerType, c.o.name, c.label)))
 		return 1
 	}))
@@ -84,7 +85,7 @@ func (b *queueBinding) installConsumerType() {
 
 func (o *queueObj) newConsumer(label string, fn *lua.LFunction) *queueConsumer {
 	c := &queueConsumer{o: o, label: label, fn: fn, task: "consumer " + o.name + "/" + label,
-		tasks: map[*Task]struct{}{}, done: make(chan struct{})}
+		tasks: map[*runtime.Task]struct{}{}, done: make(chan struct{})}
 	c.stall = max(o.extendEvery()/2, 10*time.Millisecond)
 	return c
 }
@@ -102,9 +103,9 @@ func (c *queueConsumer) options(concurrency int) queue.ConsumeOptions {
 
 // q:consume(name, fn [, {concurrency = n}]) -> consumer. On a broadcast
 // queue name is the subscriber group (q:subscribe).
-func (o *queueObj) consume(a args) int {
-	label := a.name(2, "consumer name")
-	fn := a.function(3)
+func (o *queueObj) consume(a runtime.Args) int {
+	label := a.Name(2, "consumer name")
+	fn := a.Function(3)
 	conc := consumeOptions(a, 4)
 	if o.kind == queue.KindBroadcast {
 		return o.startSubscribe(a, label, fn, conc)
@@ -124,7 +125,7 @@ func (o *queueObj) consume(a args) int {
 		stop, err = o.rel.Consume(opts, c.handle)
 	}
 	if err != nil {
-		a.fail("%s", err.Error())
+		a.Fail("%s", err.Error())
 	}
 	a.L.Push(c.started(a.L, stop))
 	return 1
@@ -133,13 +134,13 @@ func (o *queueObj) consume(a args) int {
 // q:subscribe(group, fn [, {concurrency = n}]) -> consumer: fn(msg) runs
 // for every message of the broadcast queue, once per group. It returns once
 // the group exists (it receives every message pushed from then on).
-func (o *queueObj) subscribe(a args) int {
-	group := a.name(2, "group")
-	fn := a.function(3)
+func (o *queueObj) subscribe(a runtime.Args) int {
+	group := a.Name(2, "group")
+	fn := a.Function(3)
 	return o.startSubscribe(a, group, fn, consumeOptions(a, 4))
 }
 
-func (o *queueObj) startSubscribe(a args, group string, fn *lua.LFunction, conc int) int {
+func (o *queueObj) startSubscribe(a runtime.Args, group string, fn *lua.LFunction, conc int) int {
 	c := o.newConsumer(group, fn)
 	opts := c.options(conc)
 	subscribe := func(ctx context.Context) (queue.StopFunc, error) {
@@ -149,9 +150,9 @@ func (o *queueObj) startSubscribe(a args, group string, fn *lua.LFunction, conc 
 	}
 	op := store.Work(subscribe)
 	if o.b.svc.Inline {
-		op = store.Local(func() (queue.StopFunc, error) { return subscribe(o.b.rt.ctx) })
+		op = store.Local(func() (queue.StopFunc, error) { return subscribe(o.b.rt.Context()) })
 	}
-	return Run(o.b.rt, a.L, o.call(a.fn), op, func(L *lua.LState, stop queue.StopFunc) []lua.LValue {
+	return runtime.Run(o.b.rt, a.L, o.call(a.Fn), op, func(L *lua.LState, stop queue.StopFunc) []lua.LValue {
 		return []lua.LValue{c.started(L, stop)}
 	})
 }
@@ -165,14 +166,14 @@ func (c *queueConsumer) started(L *lua.LState, stop queue.StopFunc) *lua.LUserDa
 	c.o.b.svc.addConsumer(c.o.entry, 1)
 	// On close, handlers may finish within the shutdown grace; what is
 	// still in flight when the runtime's context ends is released.
-	c.forgetClose = rt.OnClose(func() { c.requestStop(rt.ctx, nil) })
+	c.forgetClose = rt.OnClose(func() { c.requestStop(rt.Context(), nil) })
 	// Close returns once the core consumer has stopped, so every message it
 	// gave back was sent before (Module.Close drains those sends).
 	rt.OnStop(func() {
 		select {
 		case <-c.done:
-		case <-time.After(killWait):
-			rt.log.Warn("shield: queue consumer did not stop in time", "queue", c.o.name, "consumer", c.label)
+		case <-time.After(runtime.KillWait):
+			rt.Log().Warn("shield: queue consumer did not stop in time", "queue", c.o.name, "consumer", c.label)
 		}
 	})
 	ud := L.NewUserData()
@@ -192,25 +193,25 @@ func (c *queueConsumer) handle(d *queue.Delivery, done func(error)) {
 // run starts the task for d. Loop only.
 func (c *queueConsumer) run(d *queue.Delivery, done func(error)) {
 	rt := c.o.b.rt
-	var t *Task
+	var t *runtime.Task
 	start := time.Now()
 	t = rt.Spawn(c.task, c.fn, []lua.LValue{decode(d.Body)}, func(err error) {
 		if t != nil { // nil: the task ended before Spawn returned
 			delete(c.tasks, t)
 		}
-		if errors.Is(err, ErrClosed) || errors.Is(err, ErrInterrupted) {
+		if errors.Is(err, runtime.ErrClosed) || errors.Is(err, runtime.ErrInterrupted) {
 			c.unprocessed(d, done) // the runtime ended the handler, not the message
 			return
 		}
-		if f := rt.svc.Observe.QueueHandled; f != nil {
+		if f := rt.Observers().QueueHandled; f != nil {
 			f(c.o.name, c.o.kind.String(), time.Since(start))
 		}
 		if err != nil {
-			rt.callbackFailed("queue consumer", c.o.name+"/"+c.label, err)
+			rt.CallbackFailed("queue consumer", c.o.name+"/"+c.label, err)
 		}
 		done(err)
 	})
-	if !t.ended {
+	if !t.Ended() {
 		c.tasks[t] = struct{}{}
 	}
 }
@@ -239,7 +240,7 @@ func (c *queueConsumer) onError(err error) {
 	if errors.Is(err, queue.ErrNotHeld) {
 		msg = "shield: queue consumer: a message in flight was given to another consumer (its visibility timeout passed)"
 	}
-	c.o.b.rt.log.Warn(msg, "queue", c.o.name, "consumer", c.label, "error", err.Error())
+	c.o.b.rt.Log().Warn(msg, "queue", c.o.name, "consumer", c.label, "error", err.Error())
 }
 
 // requestStop stops taking messages and ends the consumer in the
@@ -276,21 +277,22 @@ const defaultStopWait = 30 * time.Second
 // messages are then released for redelivery) and returns. Called from one
 // of the consumer's own handlers, or outside any task, it does not wait.
 // Idempotent.
-func (c *queueConsumer) stopLua(a args) int {
+func (c *queueConsumer) stopLua(a runtime.Args) int {
 	rt := c.o.b.rt
 	wait := defaultStopWait
 	if a.L.Get(2) != lua.LNil {
 		wait = millisArg(a, 2, "timeout")
 	}
 	if !c.stopping {
-		ctx, cancel := context.WithTimeout(rt.ctx, wait)
+		ctx, cancel := context.WithTimeout(rt.Context(), wait)
 		c.requestStop(ctx, cancel)
 	}
-	if _, own := c.tasks[rt.running]; own || rt.running == nil {
+	running := rt.CurrentTask(a.L)
+	if _, own := c.tasks[running]; own || running == nil {
 		a.L.Push(lua.LTrue)
 		return 1
 	}
-	return rt.Block(a.L, queueConsumerType+":stop", func(w *Wait) func() {
+	return rt.Block(a.L, queueConsumerType+":stop", func(w *runtime.Wait) func() {
 		go func() {
 			<-c.done
 			w.Complete(func() ([]lua.LValue, error) {

@@ -8,6 +8,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/queue"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // queueHandle is a reliable delivery a task got from q:pop: a lease of the
@@ -26,22 +27,22 @@ func (b *queueBinding) installHandleType() {
 	methods := L.NewTable()
 	for _, m := range []struct {
 		name string
-		fn   func(h *queueHandle, a args) int
+		fn   func(h *queueHandle, a runtime.Args) int
 	}{
-		{"ack", func(h *queueHandle, a args) int { return h.ack(a, "ack") }},
-		{"nack", func(h *queueHandle, a args) int { return h.nack(a, "nack", 2) }},
+		{"ack", func(h *queueHandle, a runtime.Args) int { return h.ack(a, "ack") }},
+		{"nack", func(h *queueHandle, a runtime.Args) int { return h.nack(a, "nack", 2) }},
 		{"deliveries", (*queueHandle).deliveries},
 		{"id", (*queueHandle).id},
 	} {
 		name, fn := m.name, m.fn
-		methods.RawSetString(name, b.rt.blocking(func(L *lua.LState) int {
-			a := argsOf(L, queueHandleType, name)
-			return fn(selfAs[*queueHandle](a, 1, queueHandleType), a)
+		methods.RawSetString(name, b.rt.Blocking(func(L *lua.LState) int {
+			a := runtime.ArgsOf(L, queueHandleType, name)
+			return fn(runtime.SelfAs[*queueHandle](a, 1, queueHandleType), a)
 		}))
 	}
-	setMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		h := selfAs[*queueHandle](argsOf(L, queueHandleType, "__tostring"), 1, queueHandleType)
+		h := runtime.SelfAs[*queueHandle](runtime.ArgsOf(L, queueHandleType, "__tostring"), 1, queueHandleType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", queueHandleType, h.o.name, h.l.Delivery().ID)))
 		return 1
 	}))
@@ -50,7 +51,7 @@ func (b *queueBinding) installHandleType() {
 // handleFor is the convert of a reliable pop: msg, handle. The delivery
 // becomes a lease of task (released when it ends; outside tasks, when the
 // runtime closes). Loop only.
-func (o *queueObj) handleFor(L *lua.LState, task *Task, d *queue.Delivery) ([]lua.LValue, error) {
+func (o *queueObj) handleFor(L *lua.LState, task *runtime.Task, d *queue.Delivery) ([]lua.LValue, error) {
 	var owner any // nil outside tasks: released by Leases.Close
 	if task != nil {
 		owner = task
@@ -60,7 +61,7 @@ func (o *queueObj) handleFor(L *lua.LState, task *Task, d *queue.Delivery) ([]lu
 		return nil, err
 	}
 	if task != nil {
-		o.b.rt.markTask(task, o.b.ended)
+		o.b.rt.MarkTask(task, o.b.ended)
 	}
 	ud := L.NewUserData()
 	ud.Value = &queueHandle{o: o, l: l}
@@ -73,26 +74,26 @@ func (o *queueObj) extendEvery() time.Duration { return o.opts.ExtendInterval() 
 
 // handleArg reads a handle argument of q:ack / q:nack and checks that it is
 // one of this queue's.
-func (o *queueObj) handleArg(a args, n int) *queueHandle {
+func (o *queueObj) handleArg(a runtime.Args, n int) *queueHandle {
 	ud, ok := a.L.Get(n).(*lua.LUserData)
 	var h *queueHandle
 	if ok {
 		h, _ = ud.Value.(*queueHandle)
 	}
 	if h == nil {
-		a.bad(n, queueHandleType+" expected, got "+a.got(n))
+		a.Bad(n, queueHandleType+" expected, got "+a.Got(n))
 	}
 	if h.o.rel != o.rel {
-		a.bad(n, fmt.Sprintf("handle of another queue (%q, not %q)", h.o.name, o.name))
+		a.Bad(n, fmt.Sprintf("handle of another queue (%q, not %q)", h.o.name, o.name))
 	}
 	return h
 }
 
 // q:ack(handle) on a reliable queue: handle:ack() for this queue's handles.
-func (o *queueObj) ack(a args) int { return o.handleArg(a, 2).ack(a, "ack") }
+func (o *queueObj) ack(a runtime.Args) int { return o.handleArg(a, 2).ack(a, "ack") }
 
 // q:nack(handle [, delay_ms]).
-func (o *queueObj) nack(a args) int { return o.handleArg(a, 2).nack(a, "nack", 3) }
+func (o *queueObj) nack(a runtime.Args) int { return o.handleArg(a, 2).nack(a, "nack", 3) }
 
 // settleErr maps what a settle may answer: not_held is a value; settling
 // twice and a foreign handle are errors.
@@ -110,11 +111,11 @@ func (h *queueHandle) settleErr(err error) ([]lua.LValue, error) {
 
 // handle:ack() -> true | nil, "not_held" (its visibility timeout passed
 // and another consumer got the message). Acking twice raises.
-func (h *queueHandle) ack(a args, fn string) int {
+func (h *queueHandle) ack(a runtime.Args, fn string) int {
 	if h.l.Settled() {
-		a.fail("the message %s was already acked, nacked or released through this handle", h.l.Delivery().ID)
+		a.Fail("the message %s was already acked, nacked or released through this handle", h.l.Delivery().ID)
 	}
-	return RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.l.Ack(), func(_ *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.l.Ack(), func(_ *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
 		if err != nil {
 			return h.settleErr(err)
 		}
@@ -126,15 +127,15 @@ func (h *queueHandle) ack(a args, fn string) int {
 // retry_delay) | true, "dead_letter" (that was its last allowed delivery:
 // it moved to the dead letters) | true, "dropped" (the same with dead
 // letters disabled: the message is gone) | nil, "not_held".
-func (h *queueHandle) nack(a args, fn string, n int) int {
+func (h *queueHandle) nack(a runtime.Args, fn string, n int) int {
 	delay := h.o.opts.RetryDelay
 	if a.L.Get(n) != lua.LNil {
 		delay = millisArg(a, n, "delay")
 	}
 	if h.l.Settled() {
-		a.fail("the message %s was already acked, nacked or released through this handle", h.l.Delivery().ID)
+		a.Fail("the message %s was already acked, nacked or released through this handle", h.l.Delivery().ID)
 	}
-	return RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.l.Nack(delay), func(_ *lua.LState, r queue.NackResult, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(h.o.b.rt, a.L, h.o.call(fn), h.l.Nack(delay), func(_ *lua.LState, r queue.NackResult, err error) ([]lua.LValue, error) {
 		switch {
 		case err != nil:
 			return h.settleErr(err)
@@ -149,13 +150,13 @@ func (h *queueHandle) nack(a args, fn string, n int) int {
 
 // handle:deliveries() -> how many times the message was delivered, this
 // delivery included.
-func (h *queueHandle) deliveries(a args) int {
+func (h *queueHandle) deliveries(a runtime.Args) int {
 	a.L.Push(lua.LNumber(h.l.Delivery().Deliveries))
 	return 1
 }
 
 // handle:id() -> the message id.
-func (h *queueHandle) id(a args) int {
+func (h *queueHandle) id(a runtime.Args) int {
 	a.L.Push(lua.LString(h.l.Delivery().ID))
 	return 1
 }
@@ -174,28 +175,28 @@ func (b *queueBinding) installDeadLettersType() {
 	methods := L.NewTable()
 	for _, m := range []struct {
 		name string
-		fn   func(dl *deadLetters, a args) int
+		fn   func(dl *deadLetters, a runtime.Args) int
 	}{
 		{"range", (*deadLetters).rangeOf}, {"length", (*deadLetters).length},
 		{"requeue", (*deadLetters).requeue}, {"requeue_all", (*deadLetters).requeueAll},
 		{"purge", (*deadLetters).purge}, {"delete", (*deadLetters).delete},
 	} {
 		name, fn := m.name, m.fn
-		methods.RawSetString(name, b.rt.blocking(func(L *lua.LState) int {
-			a := argsOf(L, deadLettersType, name)
-			return fn(selfAs[*deadLetters](a, 1, deadLettersType), a)
+		methods.RawSetString(name, b.rt.Blocking(func(L *lua.LState) int {
+			a := runtime.ArgsOf(L, deadLettersType, name)
+			return fn(runtime.SelfAs[*deadLetters](a, 1, deadLettersType), a)
 		}))
 	}
-	setMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		dl := selfAs[*deadLetters](argsOf(L, deadLettersType, "__tostring"), 1, deadLettersType)
+		dl := runtime.SelfAs[*deadLetters](runtime.ArgsOf(L, deadLettersType, "__tostring"), 1, deadLettersType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q)", deadLettersType, dl.o.name)))
 		return 1
 	}))
 }
 
 // q:dead_letter() -> the queue's dead letters.
-func (o *queueObj) deadLetter(a args) int {
+func (o *queueObj) deadLetter(a runtime.Args) int {
 	dl := &deadLetters{o: o}
 	if o.kind == queue.KindReliable {
 		dl.l = o.rel.DeadLetters()
@@ -212,23 +213,23 @@ func (o *queueObj) deadLetter(a args) int {
 func (dl *deadLetters) call(fn string) string { return deadLettersType + ":" + fn }
 
 // countArg reads an optional whole number >= 0 at n.
-func countArg(a args, n int, what string, def int) int {
+func countArg(a runtime.Args, n int, what string, def int) int {
 	if a.L.Get(n) == lua.LNil {
 		return def
 	}
-	v := a.num(n)
+	v := a.Num(n)
 	if v != v || v < 0 || v > maxQueueCount || v != float64(int64(v)) {
-		a.bad(n, fmt.Sprintf("%s must be a whole number >= 0, got %s", what, lua.LNumber(v).String()))
+		a.Bad(n, fmt.Sprintf("%s must be a whole number >= 0, got %s", what, lua.LNumber(v).String()))
 	}
 	return int(v)
 }
 
 // dead:range([start=0 [, count=100]]) -> {{id, message_id, message,
 // deliveries, at, group}, ...}, oldest first.
-func (dl *deadLetters) rangeOf(a args) int {
+func (dl *deadLetters) rangeOf(a runtime.Args) int {
 	start := countArg(a, 2, "start", 0)
 	count := countArg(a, 3, "count", 100)
-	return RunOutcome(dl.o.b.rt, a.L, dl.call("range"), dl.l.Range(start, count), func(L *lua.LState, ls []queue.DeadLetter, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(dl.o.b.rt, a.L, dl.call("range"), dl.l.Range(start, count), func(L *lua.LState, ls []queue.DeadLetter, err error) ([]lua.LValue, error) {
 		if err != nil {
 			return nil, err
 		}
@@ -249,14 +250,14 @@ func (dl *deadLetters) rangeOf(a args) int {
 	})
 }
 
-func (dl *deadLetters) length(a args) int {
-	return RunOutcome(dl.o.b.rt, a.L, dl.call("length"), dl.l.Length(), counted)
+func (dl *deadLetters) length(a runtime.Args) int {
+	return runtime.RunOutcome(dl.o.b.rt, a.L, dl.call("length"), dl.l.Length(), counted)
 }
 
 // dead:requeue(id) -> true | nil, "not_found" | nil, "full".
-func (dl *deadLetters) requeue(a args) int {
-	id := a.name(2, "dead letter id")
-	return RunOutcome(dl.o.b.rt, a.L, dl.call("requeue"), dl.l.Requeue(id), func(_ *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
+func (dl *deadLetters) requeue(a runtime.Args) int {
+	id := a.Name(2, "dead letter id")
+	return runtime.RunOutcome(dl.o.b.rt, a.L, dl.call("requeue"), dl.l.Requeue(id), func(_ *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
 		switch {
 		case errors.Is(err, queue.ErrNotFound):
 			return reason("not_found")
@@ -270,8 +271,8 @@ func (dl *deadLetters) requeue(a args) int {
 }
 
 // dead:requeue_all() -> n moved | n, "full" (some stayed: the queue is full).
-func (dl *deadLetters) requeueAll(a args) int {
-	return RunOutcome(dl.o.b.rt, a.L, dl.call("requeue_all"), dl.l.RequeueAll(), func(_ *lua.LState, n int, err error) ([]lua.LValue, error) {
+func (dl *deadLetters) requeueAll(a runtime.Args) int {
+	return runtime.RunOutcome(dl.o.b.rt, a.L, dl.call("requeue_all"), dl.l.RequeueAll(), func(_ *lua.LState, n int, err error) ([]lua.LValue, error) {
 		switch {
 		case errors.Is(err, queue.ErrFull):
 			return values(lua.LNumber(n), lua.LString("full"))
@@ -282,19 +283,19 @@ func (dl *deadLetters) requeueAll(a args) int {
 	})
 }
 
-func (dl *deadLetters) purge(a args) int {
-	return RunOutcome(dl.o.b.rt, a.L, dl.call("purge"), dl.l.Purge(), counted)
+func (dl *deadLetters) purge(a runtime.Args) int {
+	return runtime.RunOutcome(dl.o.b.rt, a.L, dl.call("purge"), dl.l.Purge(), counted)
 }
 
 // dead:delete(id, ...) -> n dropped (ids that are not dead letters count 0).
-func (dl *deadLetters) delete(a args) int {
+func (dl *deadLetters) delete(a runtime.Args) int {
 	n := a.L.GetTop()
 	if n < 2 {
-		a.bad(2, "dead letter id expected")
+		a.Bad(2, "dead letter id expected")
 	}
 	ids := make([]string, 0, n-1)
 	for i := 2; i <= n; i++ {
-		ids = append(ids, a.name(i, "dead letter id"))
+		ids = append(ids, a.Name(i, "dead letter id"))
 	}
-	return RunOutcome(dl.o.b.rt, a.L, dl.call("delete"), dl.l.Delete(ids...), counted)
+	return runtime.RunOutcome(dl.o.b.rt, a.L, dl.call("delete"), dl.l.Delete(ids...), counted)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/codec"
 	"github.com/shieldrt/shieldglobal/core/queue"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // pushed is the conv of every push: true (or the message id of a reliable
@@ -34,67 +35,67 @@ func pushedID(id string) lua.LValue  { return lua.LString(id) }
 
 // q:push(msg) on a plain, reliable or broadcast queue; q:push(msg, delay_ms)
 // on a delay queue; q:push(msg, priority) on a priority queue.
-func (o *queueObj) push(a args) int {
+func (o *queueObj) push(a runtime.Args) int {
 	body := message(a, 2)
 	rt, L, name := o.b.rt, a.L, o.call("push")
 	switch o.kind {
 	case queue.KindPlain:
-		return RunOutcome(rt, L, name, o.plain.Push(body), pushed(pushedTrue))
+		return runtime.RunOutcome(rt, L, name, o.plain.Push(body), pushed(pushedTrue))
 	case queue.KindDelay:
-		return RunOutcome(rt, L, name, o.delay.Push(body, millisArg(a, 3, "delay")), pushed(pushedTrue))
+		return runtime.RunOutcome(rt, L, name, o.delay.Push(body, millisArg(a, 3, "delay")), pushed(pushedTrue))
 	case queue.KindPriority:
-		p := a.num(3)
+		p := a.Num(3)
 		if p != p {
-			a.bad(3, "priority must be a number, got NaN")
+			a.Bad(3, "priority must be a number, got NaN")
 		}
-		return RunOutcome(rt, L, name, o.prio.Push(body, p), pushed(pushedTrue))
+		return runtime.RunOutcome(rt, L, name, o.prio.Push(body, p), pushed(pushedTrue))
 	case queue.KindReliable:
-		return RunOutcome(rt, L, name, o.rel.Push(body), pushed(pushedID))
+		return runtime.RunOutcome(rt, L, name, o.rel.Push(body), pushed(pushedID))
 	default:
-		return RunOutcome(rt, L, name, o.bc.Push(body), pushed(pushedID))
+		return runtime.RunOutcome(rt, L, name, o.bc.Push(body), pushed(pushedID))
 	}
 }
 
 // q:push_at(msg, unix_seconds) on a delay queue: due at that time (fractions
 // allowed); a time in the past is due at once.
-func (o *queueObj) pushAt(a args) int {
+func (o *queueObj) pushAt(a runtime.Args) int {
 	body := message(a, 2)
-	sec := a.num(3)
+	sec := a.Num(3)
 	if sec != sec || math.Abs(sec) > maxWaitMillis {
-		a.bad(3, fmt.Sprintf("time must be Unix seconds, got %s", lua.LNumber(sec).String()))
+		a.Bad(3, fmt.Sprintf("time must be Unix seconds, got %s", lua.LNumber(sec).String()))
 	}
 	whole, frac := math.Modf(sec)
 	at := time.Unix(int64(whole), int64(frac*1e9))
-	return RunOutcome(o.b.rt, a.L, o.call("push_at"), o.delay.PushAt(body, at), pushed(pushedTrue))
+	return runtime.RunOutcome(o.b.rt, a.L, o.call("push_at"), o.delay.PushAt(body, at), pushed(pushedTrue))
 }
 
 // q:push_batch({msg, ...}): all or nothing. Plain: true; reliable: the ids;
 // nil, "full" when the batch does not fit.
-func (o *queueObj) pushBatch(a args) int {
-	t := a.table(2)
+func (o *queueObj) pushBatch(a runtime.Args) int {
+	t := a.Table(2)
 	n := t.Len()
 	t.ForEach(func(k, _ lua.LValue) {
 		if i, ok := k.(lua.LNumber); !ok || float64(i) != math.Trunc(float64(i)) || i < 1 || int(i) > n {
-			a.bad(2, fmt.Sprintf("a list of messages expected, got key %s", keyText(k)))
+			a.Bad(2, fmt.Sprintf("a list of messages expected, got key %s", keyText(k)))
 		}
 	})
 	bodies := make([][]byte, 0, n)
 	for i := 1; i <= n; i++ {
 		v := t.RawGetInt(i)
 		if v == lua.LNil {
-			a.bad(2, fmt.Sprintf("message #%d is nil", i))
+			a.Bad(2, fmt.Sprintf("message #%d is nil", i))
 		}
 		data, err := codec.Encode(v)
 		if err != nil {
-			a.bad(2, fmt.Sprintf("message #%d: %v", i, err))
+			a.Bad(2, fmt.Sprintf("message #%d: %v", i, err))
 		}
 		bodies = append(bodies, data)
 	}
 	rt, L, name := o.b.rt, a.L, o.call("push_batch")
 	if o.kind == queue.KindPlain {
-		return RunOutcome(rt, L, name, o.plain.PushBatch(bodies), pushed(pushedTrue))
+		return runtime.RunOutcome(rt, L, name, o.plain.PushBatch(bodies), pushed(pushedTrue))
 	}
-	return RunOutcome(rt, L, name, o.rel.PushBatch(bodies), pushed(func(ids []string) lua.LValue {
+	return runtime.RunOutcome(rt, L, name, o.rel.PushBatch(bodies), pushed(func(ids []string) lua.LValue {
 		out := rt.L.CreateTable(len(ids), 0)
 		for _, id := range ids {
 			out.Append(lua.LString(id))
@@ -104,13 +105,13 @@ func (o *queueObj) pushBatch(a args) int {
 }
 
 // timeoutArg reads pop's optional timeout: nil or 0 = do not wait.
-func timeoutArg(a args, n int) time.Duration {
+func timeoutArg(a runtime.Args, n int) time.Duration {
 	if a.L.Get(n) == lua.LNil {
 		return 0
 	}
-	v := a.num(n)
+	v := a.Num(n)
 	if v != v || v < 0 || v > maxWaitMillis {
-		a.bad(n, fmt.Sprintf("timeout must be >= 0 milliseconds (and at most %.0f), got %s", float64(maxWaitMillis), lua.LNumber(v).String()))
+		a.Bad(n, fmt.Sprintf("timeout must be >= 0 milliseconds (and at most %.0f), got %s", float64(maxWaitMillis), lua.LNumber(v).String()))
 	}
 	return time.Duration(v * float64(time.Millisecond))
 }
@@ -118,7 +119,7 @@ func timeoutArg(a args, n int) time.Duration {
 // q:pop([timeout_ms]) -> msg | nil | nil, "timeout". On a reliable queue
 // -> msg, handle. Without a timeout (or 0) it does not wait; with one only
 // the calling task waits.
-func (o *queueObj) pop(a args) int {
+func (o *queueObj) pop(a runtime.Args) int {
 	timeout := timeoutArg(a, 2)
 	name := o.call("pop")
 	if o.kind == queue.KindReliable {
@@ -144,7 +145,7 @@ func (o *queueObj) pop(a args) int {
 		first:    first,
 		w:        w,
 		giveBack: func(m queue.Message) { o.giveBack(up.Unpop(m), "a message reached a task that had ended") },
-		convert: func(_ *lua.LState, _ *Task, m queue.Message) ([]lua.LValue, error) {
+		convert: func(_ *lua.LState, _ *runtime.Task, m queue.Message) ([]lua.LValue, error) {
 			return []lua.LValue{decode(m.Body)}, nil
 		},
 	})
@@ -154,8 +155,8 @@ func (o *queueObj) pop(a args) int {
 // (queue.Unpopper: it returns to its place, unchanged, uncounted), off the
 // loop: it must go out even while the runtime closes. Rare; logged.
 func (o *queueObj) giveBack(op *store.Op[struct{}], why string) {
-	o.b.rt.log.Warn("shield: queue: "+why+"; given back", "queue", o.name)
-	o.b.svc.background(o.b.rt.log, "giving back a message of "+o.name, func(ctx context.Context) error {
+	o.b.rt.Log().Warn("shield: queue: "+why+"; given back", "queue", o.name)
+	o.b.svc.background(o.b.rt.Log(), "giving back a message of "+o.name, func(ctx context.Context) error {
 		_, err := op.Do(ctx)
 		return err
 	})
@@ -170,7 +171,7 @@ func counted(_ *lua.LState, n int64, err error) ([]lua.LValue, error) {
 
 // q:length() -> messages held (a reliable queue: not yet acknowledged; a
 // broadcast queue: entries retained).
-func (o *queueObj) length(a args) int {
+func (o *queueObj) length(a runtime.Args) int {
 	var op *store.Op[int64]
 	switch o.kind {
 	case queue.KindPlain:
@@ -184,21 +185,21 @@ func (o *queueObj) length(a args) int {
 	default:
 		op = o.bc.Length()
 	}
-	return RunOutcome(o.b.rt, a.L, o.call("length"), op, counted)
+	return runtime.RunOutcome(o.b.rt, a.L, o.call("length"), op, counted)
 }
 
 // q:pending() -> delay-queue messages not yet due.
-func (o *queueObj) pending(a args) int {
-	return RunOutcome(o.b.rt, a.L, o.call("pending"), o.delay.Pending(), counted)
+func (o *queueObj) pending(a runtime.Args) int {
+	return runtime.RunOutcome(o.b.rt, a.L, o.call("pending"), o.delay.Pending(), counted)
 }
 
 // q:ready() -> delay-queue messages due.
-func (o *queueObj) ready(a args) int {
-	return RunOutcome(o.b.rt, a.L, o.call("ready"), o.delay.Ready(), counted)
+func (o *queueObj) ready(a runtime.Args) int {
+	return runtime.RunOutcome(o.b.rt, a.L, o.call("ready"), o.delay.Ready(), counted)
 }
 
 // q:purge() -> how many messages were dropped.
-func (o *queueObj) purge(a args) int {
+func (o *queueObj) purge(a runtime.Args) int {
 	var op *store.Op[int64]
 	switch o.kind {
 	case queue.KindPlain:
@@ -210,15 +211,15 @@ func (o *queueObj) purge(a args) int {
 	default:
 		op = o.rel.Purge()
 	}
-	return RunOutcome(o.b.rt, a.L, o.call("purge"), op, counted)
+	return runtime.RunOutcome(o.b.rt, a.L, o.call("purge"), op, counted)
 }
 
 func (o *queueObj) statsOp() *store.Op[queue.Stats] { return o.entry.stats() }
 
 // q:stats() -> the queue's ops facts (see statsTable).
-func (o *queueObj) stats(a args) int {
+func (o *queueObj) stats(a runtime.Args) int {
 	entry := o.entry
-	return RunOutcome(o.b.rt, a.L, o.call("stats"), o.statsOp(), func(L *lua.LState, st queue.Stats, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(o.b.rt, a.L, o.call("stats"), o.statsOp(), func(L *lua.LState, st queue.Stats, err error) ([]lua.LValue, error) {
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/core/queue"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // values is conv's usual outcome: vals, no error.
@@ -25,17 +26,17 @@ type popKind[T any] struct {
 	first    func() *store.Op[T]
 	w        queue.Waiter[T]
 	giveBack func(v T)
-	convert  func(L *lua.LState, task *Task, v T) ([]lua.LValue, error)
+	convert  func(L *lua.LState, task *runtime.Task, v T) ([]lua.LValue, error)
 }
 
 // popState is one pop between its start and the moment its task has the
 // message. Whoever learns last that the task is gone gives the message back:
 // the delivery (any goroutine) or the task-end cleanup (loop).
 type popState[T any] struct {
-	task   *Task       // nil outside tasks
-	cancel func() bool // the pending PopWait, if any; loop only
-	mu     sync.Mutex  // guards the fields below
-	v      T           // a message delivered and not yet taken by the task
+	task   *runtime.Task // nil outside tasks
+	cancel func() bool   // the pending PopWait, if any; loop only
+	mu     sync.Mutex    // guards the fields below
+	v      T             // a message delivered and not yet taken by the task
 	have   bool
 	taken  bool
 	ended  bool // the task ended (or the runtime closed it) before taking it
@@ -51,17 +52,17 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 	rt := o.b.rt
 	if timeout <= 0 && o.b.svc.Inline {
 		// One attempt that completes here (a local op): nothing to give back.
-		st := &popState[T]{task: rt.running}
-		v, err := k.first().Do(rt.ctx)
+		st := &popState[T]{task: rt.CurrentTask(L)}
+		v, err := k.first().Do(rt.Context())
 		vals, err := st.result(rt, k, v, err)
 		if err != nil {
-			raise(L, "%s: %s", name, err.Error())
+			runtime.Raise(L, "%s: %s", name, err.Error())
 		}
-		return pushAll(L, vals)
+		return runtime.PushAll(L, vals)
 	}
-	return rt.Block(L, name, func(w *Wait) func() {
+	return rt.Block(L, name, func(w *runtime.Wait) func() {
 		st := &popState[T]{task: w.Task()}
-		deadline := rt.clock().Now().Add(timeout)
+		deadline := rt.Clock().Now().Add(timeout)
 		deliver := func(v T, err error) { // any goroutine, once
 			st.mu.Lock()
 			if st.ended {
@@ -88,8 +89,8 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 		// a Redis that does not answer must not hold the task past its
 		// timeout, so a timer ends the wait at the deadline with the
 		// error, and a reply that comes after it goes back.
-		gaveUp, answered := false, false         // loop only
-		Go(rt, k.first(), func(v T, err error) { // on the loop
+		gaveUp, answered := false, false                 // loop only
+		runtime.Go(rt, k.first(), func(v T, err error) { // on the loop
 			answered = true
 			switch {
 			case gaveUp:
@@ -98,7 +99,7 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 				}
 			case err == nil || timeout <= 0 || errors.Is(err, queue.ErrClosed):
 				deliver(v, err)
-			case deadline.Sub(rt.clock().Now()) <= 0:
+			case deadline.Sub(rt.Clock().Now()) <= 0:
 				if errors.Is(err, queue.ErrEmpty) {
 					err = queue.ErrTimeout
 				}
@@ -111,14 +112,14 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 					return
 				}
 				if !errors.Is(err, store.ErrNoAnswer) {
-					wait(deadline.Sub(rt.clock().Now()))
+					wait(deadline.Sub(rt.Clock().Now()))
 					return
 				}
 				// Redis already let this pop go unanswered for the
 				// client's whole deadline: a wait that ends without a
 				// message says so, even if the notifier's own pop has
 				// been in flight for less than queue.NoAnswerAfter.
-				st.cancel = k.w.PopWait(deadline.Sub(rt.clock().Now()), func(v T, werr error) {
+				st.cancel = k.w.PopWait(deadline.Sub(rt.Clock().Now()), func(v T, werr error) {
 					if errors.Is(werr, queue.ErrTimeout) {
 						werr = err
 					}
@@ -141,7 +142,7 @@ func pop[T any](o *queueObj, L *lua.LState, name string, timeout time.Duration, 
 }
 
 // result runs on the loop when the task takes the outcome.
-func (st *popState[T]) result(rt *Runtime, k popKind[T], v T, err error) ([]lua.LValue, error) {
+func (st *popState[T]) result(rt *runtime.Runtime, k popKind[T], v T, err error) ([]lua.LValue, error) {
 	st.mu.Lock()
 	st.taken = true
 	st.mu.Unlock()
@@ -153,7 +154,7 @@ func (st *popState[T]) result(rt *Runtime, k popKind[T], v T, err error) ([]lua.
 	case errors.Is(err, queue.ErrTimeout):
 		return reason("timeout")
 	case errors.Is(err, queue.ErrClosed):
-		return nil, errClosing
+		return nil, runtime.ErrClosing
 	}
 	return nil, err
 }

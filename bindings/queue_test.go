@@ -11,6 +11,7 @@ import (
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/queue"
 	"github.com/shieldrt/shieldglobal/internal/edge"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // testQueues is the queue capability on a fresh memory backend with the
@@ -22,9 +23,9 @@ func testQueues(t *testing.T) *Queues {
 	return &Queues{Backend: b, Config: config.Default().Queue, Inline: true}
 }
 
-func queueRuntime(t *testing.T, q *Queues, logs *syncBuffer) *Runtime {
+func queueRuntime(t *testing.T, q *Queues, logs *syncBuffer) *runtime.Runtime {
 	t.Helper()
-	svc := &Services{Capabilities: []Capability{q}}
+	svc := &runtime.Services{Capabilities: []runtime.Capability{q}}
 	if logs != nil {
 		svc.Log = logTo(logs)
 	}
@@ -211,7 +212,7 @@ func TestQueueWaitEndsWhenTheRuntimeCloses(t *testing.T) {
 	q := testQueues(t)
 	L := lua.NewState()
 	defer L.Close()
-	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{q}})
+	rt, err := runtime.NewRuntime(L, &runtime.Services{Capabilities: []runtime.Capability{q}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func TestQueueConsumerShutdownReleasesInFlight(t *testing.T) {
 	q := testQueues(t)
 	L := lua.NewState()
 	defer L.Close()
-	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{q}})
+	rt, err := runtime.NewRuntime(L, &runtime.Services{Capabilities: []runtime.Capability{q}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestQueuePlainConsumerShutdownPushesBack(t *testing.T) {
 	q := testQueues(t)
 	L := lua.NewState()
 	defer L.Close()
-	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{q}})
+	rt, err := runtime.NewRuntime(L, &runtime.Services{Capabilities: []runtime.Capability{q}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/shieldrt/shieldglobal/core/rank"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // shield.rank: leaderboards on core/rank (docs/rank.md). This file checks
@@ -96,7 +97,7 @@ func (r *Ranks) log() *slog.Logger {
 }
 
 // installRanks registers shield.rank(name [, opts]).
-func (rt *Runtime) installRanks(lib *lua.LTable, r *Ranks) {
+func installRanks(rt *runtime.Runtime, lib *lua.LTable, r *Ranks) {
 	L := rt.L
 	b := &rankBinding{rt: rt, r: r}
 	mt := L.NewTypeMetatable(rankType)
@@ -113,19 +114,19 @@ func (rt *Runtime) installRanks(lib *lua.LTable, r *Ranks) {
 		{"around", b.around}, {"count", b.count}, {"version", b.version},
 		{"snapshot", b.snapshot}, {"archive", b.archive},
 	} {
-		methods.RawSetString(m.name, rt.blocking(m.fn))
+		methods.RawSetString(m.name, rt.Blocking(m.fn))
 	}
-	setMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		bd := selfAs[rank.Board](argsOf(L, rankType, "__tostring"), 1, rankType)
+		bd := runtime.SelfAs[rank.Board](runtime.ArgsOf(L, rankType, "__tostring"), 1, rankType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q)", rankType, bd.Name())))
 		return 1
 	}))
-	lib.RawSetString("rank", rt.blocking(b.open))
+	lib.RawSetString("rank", rt.Blocking(b.open))
 }
 
 type rankBinding struct {
-	rt *Runtime
+	rt *runtime.Runtime
 	r  *Ranks
 }
 
@@ -138,10 +139,10 @@ var rankOptionNames = []string{"max_members", "ties", "reset", "reset_time", "ar
 const maxRankCount = 1 << 40
 
 func (b *rankBinding) open(L *lua.LState) int {
-	a := argsOf(L, "shield", "rank")
-	name := a.name(1, "board name")
+	a := runtime.ArgsOf(L, "shield", "rank")
+	name := a.Name(1, "board name")
 	if name[0] == '}' {
-		a.bad(1, "board name must not start with '}'")
+		a.Bad(1, "board name must not start with '}'")
 	}
 	o := rank.Options{MaxMembers: b.r.MaxMembers}
 	plan := rank.ResetPlan{Archive: b.r.Archive, Distributed: true}
@@ -155,21 +156,21 @@ func (b *rankBinding) open(L *lua.LState) int {
 				s := optString(a, 2, key, v)
 				t, err := rank.ParseTies(s)
 				if err != nil {
-					a.bad(2, fmt.Sprintf(`option ties must be "reach" or "uid", got %q`, s))
+					a.Bad(2, fmt.Sprintf(`option ties must be "reach" or "uid", got %q`, s))
 				}
 				o.Ties = t
 			case "reset":
 				s := optString(a, 2, key, v)
 				p, ok := rank.ParsePeriod(s)
 				if !ok {
-					a.bad(2, fmt.Sprintf(`option reset must be "daily", "weekly" or "monthly", got %q`, s))
+					a.Bad(2, fmt.Sprintf(`option reset must be "daily", "weekly" or "monthly", got %q`, s))
 				}
 				plan.Period = p
 			case "reset_time":
 				s := optString(a, 2, key, v)
 				h, m, ok := rank.ParseResetTime(s)
 				if !ok {
-					a.bad(2, fmt.Sprintf(`option reset_time must be "HH:MM" (UTC, 00:00 to 23:59), got %q`, s))
+					a.Bad(2, fmt.Sprintf(`option reset_time must be "HH:MM" (UTC, 00:00 to 23:59), got %q`, s))
 				}
 				plan.Hour, plan.Minute = h, m
 				resetOnly = append(resetOnly, key)
@@ -184,11 +185,11 @@ func (b *rankBinding) open(L *lua.LState) int {
 	}
 	if plan.Period == "" && len(resetOnly) > 0 {
 		sort.Strings(resetOnly)
-		a.bad(2, fmt.Sprintf("option %s needs the reset option", strings.Join(resetOnly, ", ")))
+		a.Bad(2, fmt.Sprintf("option %s needs the reset option", strings.Join(resetOnly, ", ")))
 	}
 	board, err := b.r.Backend.Board(name, o)
 	if err != nil {
-		a.bad(1, err.Error())
+		a.Bad(1, err.Error())
 	}
 	b.r.remember(name, board)
 	handle := func(L *lua.LState) []lua.LValue {
@@ -198,19 +199,19 @@ func (b *rankBinding) open(L *lua.LState) int {
 		return []lua.LValue{ud}
 	}
 	if plan.Period == "" {
-		return pushAll(L, handle(L))
+		return runtime.PushAll(L, handle(L))
 	}
 	// The reset task is registered before shield.rank returns (a blocking
 	// call on Redis: one round trip), or shield.rank raises.
 	plan.Top = o.MaxMembers
 	reg, err := b.r.resetsOf().Begin(board, plan)
 	if err != nil {
-		raise(L, "%s: %s", rankType, err.Error())
+		runtime.Raise(L, "%s: %s", rankType, err.Error())
 	}
 	if reg == nil {
-		return pushAll(L, handle(L))
+		return runtime.PushAll(L, handle(L))
 	}
-	return RunOutcome(b.rt, L, rankType, reg, func(L *lua.LState, _ scheduler.Info, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(b.rt, L, rankType, reg, func(L *lua.LState, _ scheduler.Info, err error) ([]lua.LValue, error) {
 		b.r.resetsOf().End(name, err == nil)
 		if err != nil {
 			return nil, fmt.Errorf("registering the reset of %q: %w", name, err)
@@ -221,12 +222,12 @@ func (b *rankBinding) open(L *lua.LState) int {
 
 // forOptions calls set for every key of the options table at n, refusing
 // keys that are not in known (naming the known ones).
-func forOptions(a args, n int, known []string, set func(key string, v lua.LValue)) {
-	t := a.table(n)
+func forOptions(a runtime.Args, n int, known []string, set func(key string, v lua.LValue)) {
+	t := a.Table(n)
 	t.ForEach(func(k, v lua.LValue) {
 		key, ok := k.(lua.LString)
 		if !ok || !contains(known, string(key)) {
-			a.bad(n, fmt.Sprintf("unknown option %s (known: %s)", describe(k), strings.Join(known, ", ")))
+			a.Bad(n, fmt.Sprintf("unknown option %s (known: %s)", describe(k), strings.Join(known, ", ")))
 		}
 		set(string(key), v)
 	})
@@ -241,30 +242,30 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func optString(a args, n int, key string, v lua.LValue) string {
+func optString(a runtime.Args, n int, key string, v lua.LValue) string {
 	s, ok := v.(lua.LString)
 	if !ok {
-		a.bad(n, fmt.Sprintf("option %s: string expected, got %s", key, v.Type()))
+		a.Bad(n, fmt.Sprintf("option %s: string expected, got %s", key, v.Type()))
 	}
 	return string(s)
 }
 
-func optBool(a args, n int, key string, v lua.LValue) bool {
+func optBool(a runtime.Args, n int, key string, v lua.LValue) bool {
 	bv, ok := v.(lua.LBool)
 	if !ok {
-		a.bad(n, fmt.Sprintf("option %s: boolean expected, got %s", key, v.Type()))
+		a.Bad(n, fmt.Sprintf("option %s: boolean expected, got %s", key, v.Type()))
 	}
 	return bool(bv)
 }
 
-func optInteger(a args, n int, key string, v lua.LValue, min, max float64) float64 {
+func optInteger(a runtime.Args, n int, key string, v lua.LValue, min, max float64) float64 {
 	f, ok := v.(lua.LNumber)
 	if !ok {
-		a.bad(n, fmt.Sprintf("option %s: number expected, got %s", key, v.Type()))
+		a.Bad(n, fmt.Sprintf("option %s: number expected, got %s", key, v.Type()))
 	}
 	x := float64(f)
 	if x != math.Trunc(x) || x < min || x > max {
-		a.bad(n, fmt.Sprintf("option %s must be an integer from %.0f to %.0f, got %s", key, min, max, f.String()))
+		a.Bad(n, fmt.Sprintf("option %s must be an integer from %.0f to %.0f, got %s", key, min, max, f.String()))
 	}
 	return x
 }
@@ -283,21 +284,21 @@ func describe(v lua.LValue) string {
 
 // ---- argument checks
 
-func (b *rankBinding) self(L *lua.LState, fn string) (rank.Board, args) {
-	a := argsOf(L, rankType, fn)
-	return selfAs[rank.Board](a, 1, rankType), a
+func (b *rankBinding) self(L *lua.LState, fn string) (rank.Board, runtime.Args) {
+	a := runtime.ArgsOf(L, rankType, fn)
+	return runtime.SelfAs[rank.Board](a, 1, rankType), a
 }
 
 func rankCall(fn string) string { return rankType + ":" + fn }
 
 // uid is a non-empty string.
-func uidArg(a args, n int) string { return a.name(n, "uid") }
+func uidArg(a runtime.Args, n int) string { return a.Name(n, "uid") }
 
 // scoreArg is a finite number (NaN and ±inf are refused).
-func scoreArg(a args, n int, what string) float64 {
-	x := a.num(n)
+func scoreArg(a runtime.Args, n int, what string) float64 {
+	x := a.Num(n)
 	if math.IsNaN(x) || math.IsInf(x, 0) {
-		a.bad(n, fmt.Sprintf("%s must be a finite number, got %s", what, lua.LNumber(x).String()))
+		a.Bad(n, fmt.Sprintf("%s must be a finite number, got %s", what, lua.LNumber(x).String()))
 	}
 	return x
 }
@@ -305,22 +306,22 @@ func scoreArg(a args, n int, what string) float64 {
 // intArg is an integer >= min. One above maxRankCount (math.huge
 // included) reads as maxRankCount, which no board reaches: top(math.huge)
 // and range(1, 2^50) mean "to the end".
-func intArg(a args, n int, what string, min int) int {
-	x := a.num(n)
+func intArg(a runtime.Args, n int, what string, min int) int {
+	x := a.Num(n)
 	if x > maxRankCount {
 		return maxRankCount
 	}
 	if x != math.Trunc(x) || x < float64(min) {
-		a.bad(n, fmt.Sprintf("%s must be an integer >= %d, got %s", what, min, lua.LNumber(x).String()))
+		a.Bad(n, fmt.Sprintf("%s must be an integer >= %d, got %s", what, min, lua.LNumber(x).String()))
 	}
 	return int(x)
 }
 
 // rangeArgs are 1-based inclusive ranks start <= stop at n, n+1.
-func rangeArgs(a args, n int) (int, int) {
+func rangeArgs(a runtime.Args, n int) (int, int) {
 	start, stop := intArg(a, n, "start", 1), intArg(a, n+1, "stop", 1)
 	if start > stop {
-		a.bad(n+1, fmt.Sprintf("stop %d is before start %d", stop, start))
+		a.Bad(n+1, fmt.Sprintf("stop %d is before start %d", stop, start))
 	}
 	return start, stop
 }
@@ -328,7 +329,7 @@ func rangeArgs(a args, n int) (int, int) {
 // dateArg is a day: "YYYYMMDD", the number YYYYMMDD (19700101..99991231,
 // a calendar date) or Unix milliseconds (the UTC date of that
 // instant, as shield.now_ms() gives).
-func dateArg(a args, n int) string {
+func dateArg(a runtime.Args, n int) string {
 	switch v := a.L.Get(n).(type) {
 	case lua.LString:
 		s := string(v)
@@ -337,7 +338,7 @@ func dateArg(a args, n int) string {
 				return s
 			}
 		}
-		a.bad(n, fmt.Sprintf(`date must be "YYYYMMDD" (a calendar date) or Unix milliseconds, got %q`, s))
+		a.Bad(n, fmt.Sprintf(`date must be "YYYYMMDD" (a calendar date) or Unix milliseconds, got %q`, s))
 	case lua.LNumber:
 		ms := float64(v)
 		// A number that reads as YYYYMMDD is a date, not 5 to 115 days of
@@ -347,14 +348,14 @@ func dateArg(a args, n int) string {
 			if t, err := time.Parse("20060102", d); err == nil && float64(int64(ms)) == ms && t.Format("20060102") == d {
 				return d
 			}
-			a.bad(n, fmt.Sprintf(`date %s is a number from 19700101 to 99991231 but not a calendar date YYYYMMDD`, strconv.FormatFloat(ms, 'f', -1, 64)))
+			a.Bad(n, fmt.Sprintf(`date %s is a number from 19700101 to 99991231 but not a calendar date YYYYMMDD`, strconv.FormatFloat(ms, 'f', -1, 64)))
 		}
 		if ms >= 0 && ms <= maxDateMillis {
 			return time.UnixMilli(int64(ms)).UTC().Format("20060102")
 		}
-		a.bad(n, fmt.Sprintf(`date must be "YYYYMMDD" or Unix milliseconds from 0 to %d, got %s`, int64(maxDateMillis), v.String()))
+		a.Bad(n, fmt.Sprintf(`date must be "YYYYMMDD" or Unix milliseconds from 0 to %d, got %s`, int64(maxDateMillis), v.String()))
 	}
-	a.typeError(n, "string or number")
+	a.TypeError(n, "string or number")
 	return ""
 }
 
@@ -408,12 +409,12 @@ func (b *rankBinding) update(L *lua.LState) int {
 			s, ok := v.(lua.LString)
 			m, err := rank.ParseMode(string(s))
 			if !ok || err != nil {
-				a.bad(4, fmt.Sprintf(`option mode must be "set", "max" or "min", got %s`, describe(v)))
+				a.Bad(4, fmt.Sprintf(`option mode must be "set", "max" or "min", got %s`, describe(v)))
 			}
 			mode = m
 		})
 	}
-	return Run(b.rt, L, rankCall("update"), bd.Update(uid, score, mode), pushUpdated(true))
+	return runtime.Run(b.rt, L, rankCall("update"), bd.Update(uid, score, mode), pushUpdated(true))
 }
 
 // pushUpdated converts an Updated: score[, changed], version.
@@ -429,20 +430,20 @@ func pushUpdated(withChanged bool) func(*lua.LState, rank.Updated) []lua.LValue 
 // rank:mupdate({uid = score, ...}) -> changed, version: one atomic step.
 func (b *rankBinding) mupdate(L *lua.LState) int {
 	bd, a := b.self(L, "mupdate")
-	t := a.table(2)
+	t := a.Table(2)
 	scores := map[string]float64{}
 	t.ForEach(func(k, v lua.LValue) {
 		uid, ok := k.(lua.LString)
 		if !ok || uid == "" {
-			a.bad(2, fmt.Sprintf("keys must be non-empty uid strings, got %s", describe(k)))
+			a.Bad(2, fmt.Sprintf("keys must be non-empty uid strings, got %s", describe(k)))
 		}
 		x, ok := v.(lua.LNumber)
 		if !ok || math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			a.bad(2, fmt.Sprintf("score of %q must be a finite number, got %s", string(uid), describe(v)))
+			a.Bad(2, fmt.Sprintf("score of %q must be a finite number, got %s", string(uid), describe(v)))
 		}
 		scores[string(uid)] = float64(x)
 	})
-	return Run(b.rt, L, rankCall("mupdate"), bd.MUpdate(scores), pushWritten(false))
+	return runtime.Run(b.rt, L, rankCall("mupdate"), bd.MUpdate(scores), pushWritten(false))
 }
 
 // pushWritten converts a Written: changed (a count, or a boolean), version.
@@ -462,19 +463,19 @@ func (b *rankBinding) incr(L *lua.LState) int {
 	bd, a := b.self(L, "incr")
 	uid := uidArg(a, 2)
 	delta := scoreArg(a, 3, "delta")
-	return Run(b.rt, L, rankCall("incr"), bd.Incr(uid, delta), pushUpdated(false))
+	return runtime.Run(b.rt, L, rankCall("incr"), bd.Incr(uid, delta), pushUpdated(false))
 }
 
 // rank:remove(uid) -> removed, version.
 func (b *rankBinding) remove(L *lua.LState) int {
 	bd, a := b.self(L, "remove")
-	return Run(b.rt, L, rankCall("remove"), bd.Remove(uidArg(a, 2)), pushWritten(true))
+	return runtime.Run(b.rt, L, rankCall("remove"), bd.Remove(uidArg(a, 2)), pushWritten(true))
 }
 
 // rank:clear() -> removed (count), version.
 func (b *rankBinding) clear(L *lua.LState) int {
 	bd, _ := b.self(L, "clear")
-	return Run(b.rt, L, rankCall("clear"), bd.Clear(), pushWritten(false))
+	return runtime.Run(b.rt, L, rankCall("clear"), bd.Clear(), pushWritten(false))
 }
 
 // rank:swap(a, b [, {expect = {[a] = score_a, [b] = score_b}}]) -> new score
@@ -484,7 +485,7 @@ func (b *rankBinding) swap(L *lua.LState) int {
 	bd, a := b.self(L, "swap")
 	ua, ub := uidArg(a, 2), uidArg(a, 3)
 	if ua == ub {
-		a.bad(3, fmt.Sprintf("the two uids must differ, got %q twice", ua))
+		a.Bad(3, fmt.Sprintf("the two uids must differ, got %q twice", ua))
 	}
 	var expect *rank.Expect
 	if L.Get(4) != lua.LNil {
@@ -492,7 +493,7 @@ func (b *rankBinding) swap(L *lua.LState) int {
 			expect = expectArg(a, 4, v, ua, ub)
 		})
 	}
-	return RunOutcome(b.rt, L, rankCall("swap"), bd.Swap(ua, ub, expect), func(_ *lua.LState, s rank.Swapped, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(b.rt, L, rankCall("swap"), bd.Swap(ua, ub, expect), func(_ *lua.LState, s rank.Swapped, err error) ([]lua.LValue, error) {
 		switch {
 		case errors.Is(err, rank.ErrNotFound):
 			return notFound(), nil
@@ -506,21 +507,21 @@ func (b *rankBinding) swap(L *lua.LState) int {
 }
 
 // expectArg reads {[a] = score_a, [b] = score_b}: exactly the two uids.
-func expectArg(a args, n int, v lua.LValue, ua, ub string) *rank.Expect {
+func expectArg(a runtime.Args, n int, v lua.LValue, ua, ub string) *rank.Expect {
 	t, ok := v.(*lua.LTable)
 	if !ok {
-		a.bad(n, "option expect: table expected, got "+v.Type().String())
+		a.Bad(n, "option expect: table expected, got "+v.Type().String())
 	}
 	var e rank.Expect
 	seen := 0
 	t.ForEach(func(k, v lua.LValue) {
 		uid, ok := k.(lua.LString)
 		if !ok || (string(uid) != ua && string(uid) != ub) {
-			a.bad(n, fmt.Sprintf("expect: key %s is neither %q nor %q", describe(k), ua, ub))
+			a.Bad(n, fmt.Sprintf("expect: key %s is neither %q nor %q", describe(k), ua, ub))
 		}
 		x, ok := v.(lua.LNumber)
 		if !ok || math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			a.bad(n, fmt.Sprintf("expect: score of %q must be a finite number, got %s", string(uid), describe(v)))
+			a.Bad(n, fmt.Sprintf("expect: score of %q must be a finite number, got %s", string(uid), describe(v)))
 		}
 		if string(uid) == ua {
 			e.A = float64(x)
@@ -530,7 +531,7 @@ func expectArg(a args, n int, v lua.LValue, ua, ub string) *rank.Expect {
 		seen++
 	})
 	if seen != 2 {
-		a.bad(n, fmt.Sprintf("expect must give the scores of both %q and %q", ua, ub))
+		a.Bad(n, fmt.Sprintf("expect must give the scores of both %q and %q", ua, ub))
 	}
 	return &e
 }
@@ -540,7 +541,7 @@ func expectArg(a args, n int, v lua.LValue, ua, ub string) *rank.Expect {
 // rank:position(uid) -> rank (1 = best), or nil.
 func (b *rankBinding) position(L *lua.LState) int {
 	bd, a := b.self(L, "position")
-	return Run(b.rt, L, rankCall("position"), bd.Position(uidArg(a, 2)), func(_ *lua.LState, r int) []lua.LValue {
+	return runtime.Run(b.rt, L, rankCall("position"), bd.Position(uidArg(a, 2)), func(_ *lua.LState, r int) []lua.LValue {
 		if r == 0 {
 			return []lua.LValue{lua.LNil}
 		}
@@ -551,7 +552,7 @@ func (b *rankBinding) position(L *lua.LState) int {
 // rank:score(uid) -> score, or nil.
 func (b *rankBinding) score(L *lua.LState) int {
 	bd, a := b.self(L, "score")
-	return Run(b.rt, L, rankCall("score"), bd.Score(uidArg(a, 2)), func(_ *lua.LState, s rank.Scored) []lua.LValue {
+	return runtime.Run(b.rt, L, rankCall("score"), bd.Score(uidArg(a, 2)), func(_ *lua.LState, s rank.Scored) []lua.LValue {
 		return []lua.LValue{scoreOrNil(s.Found, s.Score)}
 	})
 }
@@ -559,31 +560,31 @@ func (b *rankBinding) score(L *lua.LState) int {
 // rank:top(n) -> { {uid, score, rank}, ... } best first.
 func (b *rankBinding) top(L *lua.LState) int {
 	bd, a := b.self(L, "top")
-	return Run(b.rt, L, rankCall("top"), bd.Top(intArg(a, 2, "n", 1)), pushEntries)
+	return runtime.Run(b.rt, L, rankCall("top"), bd.Top(intArg(a, 2, "n", 1)), pushEntries)
 }
 
 // rank:range(start, stop) -> entries ranked start..stop (1-based, inclusive).
 func (b *rankBinding) rangeByRank(L *lua.LState) int {
 	bd, a := b.self(L, "range")
 	start, stop := rangeArgs(a, 2)
-	return Run(b.rt, L, rankCall("range"), bd.Range(start, stop), pushEntries)
+	return runtime.Run(b.rt, L, rankCall("range"), bd.Range(start, stop), pushEntries)
 }
 
 // rank:range_by_score(min, max) -> entries with min <= score <= max, best
 // first, at most max_members of them. Bounds may be ±math.huge.
 func (b *rankBinding) rangeByScore(L *lua.LState) int {
 	bd, a := b.self(L, "range_by_score")
-	lo, hi := a.num(2), a.num(3)
+	lo, hi := a.Num(2), a.Num(3)
 	if math.IsNaN(lo) {
-		a.bad(2, "min must not be NaN")
+		a.Bad(2, "min must not be NaN")
 	}
 	if math.IsNaN(hi) {
-		a.bad(3, "max must not be NaN")
+		a.Bad(3, "max must not be NaN")
 	}
 	if lo > hi {
-		a.bad(3, fmt.Sprintf("max %s is below min %s", lua.LNumber(hi).String(), lua.LNumber(lo).String()))
+		a.Bad(3, fmt.Sprintf("max %s is below min %s", lua.LNumber(hi).String(), lua.LNumber(lo).String()))
 	}
-	return Run(b.rt, L, rankCall("range_by_score"), bd.RangeByScore(lo, hi), pushEntries)
+	return runtime.Run(b.rt, L, rankCall("range_by_score"), bd.RangeByScore(lo, hi), pushEntries)
 }
 
 // rank:around(uid, n) -> {above = {...}, target = {...}, below = {...}}, or
@@ -592,7 +593,7 @@ func (b *rankBinding) around(L *lua.LState) int {
 	bd, a := b.self(L, "around")
 	uid := uidArg(a, 2)
 	n := intArg(a, 3, "n", 1)
-	return Run(b.rt, L, rankCall("around"), bd.Around(uid, n), func(L *lua.LState, r rank.Around) []lua.LValue {
+	return runtime.Run(b.rt, L, rankCall("around"), bd.Around(uid, n), func(L *lua.LState, r rank.Around) []lua.LValue {
 		if !r.Found {
 			return notFound()
 		}
@@ -607,7 +608,7 @@ func (b *rankBinding) around(L *lua.LState) int {
 // rank:count() -> members.
 func (b *rankBinding) count(L *lua.LState) int {
 	bd, _ := b.self(L, "count")
-	return Run(b.rt, L, rankCall("count"), bd.Count(), func(_ *lua.LState, n int) []lua.LValue {
+	return runtime.Run(b.rt, L, rankCall("count"), bd.Count(), func(_ *lua.LState, n int) []lua.LValue {
 		return []lua.LValue{lua.LNumber(n)}
 	})
 }
@@ -615,7 +616,7 @@ func (b *rankBinding) count(L *lua.LState) int {
 // rank:version() -> the board version.
 func (b *rankBinding) version(L *lua.LState) int {
 	bd, _ := b.self(L, "version")
-	return Run(b.rt, L, rankCall("version"), bd.Version(), func(_ *lua.LState, v int64) []lua.LValue {
+	return runtime.Run(b.rt, L, rankCall("version"), bd.Version(), func(_ *lua.LState, v int64) []lua.LValue {
 		return []lua.LValue{lua.LNumber(v)}
 	})
 }
@@ -625,7 +626,7 @@ func (b *rankBinding) version(L *lua.LState) int {
 func (b *rankBinding) snapshot(L *lua.LState) int {
 	bd, a := b.self(L, "snapshot")
 	start, stop := rangeArgs(a, 2)
-	return Run(b.rt, L, rankCall("snapshot"), bd.Snapshot(start, stop), func(L *lua.LState, s rank.Snapshot) []lua.LValue {
+	return runtime.Run(b.rt, L, rankCall("snapshot"), bd.Snapshot(start, stop), func(L *lua.LState, s rank.Snapshot) []lua.LValue {
 		t := L.CreateTable(0, 3)
 		t.RawSetString("entries", entryList(L, s.Entries))
 		t.RawSetString("count", lua.LNumber(s.Count))
@@ -638,7 +639,7 @@ func (b *rankBinding) snapshot(L *lua.LState) int {
 // "not_found". date is "YYYYMMDD" or Unix milliseconds.
 func (b *rankBinding) archive(L *lua.LState) int {
 	bd, a := b.self(L, "archive")
-	return Run(b.rt, L, rankCall("archive"), bd.Archive(dateArg(a, 2)), func(L *lua.LState, r rank.Archived) []lua.LValue {
+	return runtime.Run(b.rt, L, rankCall("archive"), bd.Archive(dateArg(a, 2)), func(L *lua.LState, r rank.Archived) []lua.LValue {
 		if !r.Found {
 			return notFound()
 		}

@@ -7,10 +7,11 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/rank"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
-func memoryRanks() *Services {
-	return &Services{Capabilities: []Capability{testRanks(rank.NewMemory(nil), nil)}}
+func memoryRanks() *runtime.Services {
+	return &runtime.Services{Capabilities: []runtime.Capability{testRanks(rank.NewMemory(nil), nil)}}
 }
 
 // Every call returns exactly the documented values: counted with select("#").

@@ -9,6 +9,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/rank"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -20,7 +21,7 @@ func TestRankSwapOutcomesOnRedis(t *testing.T) {
 	for name, c := range testredis.Backends(t) {
 		t.Run(name, func(t *testing.T) {
 			prefix := testredis.Prefix(t)
-			rt := newTestRuntime(t, &Services{Capabilities: []Capability{testRanks(rank.NewRedis(c, prefix), nil)}})
+			rt := newTestRuntime(t, &runtime.Services{Capabilities: []runtime.Capability{testRanks(rank.NewRedis(c, prefix), nil)}})
 			mustRun(t, rt, `
 				local r = shield.rank("b")
 				r:mupdate({ a = 1, b = 2, c = 3 })
@@ -80,7 +81,7 @@ func TestRankResetOnRedis(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			clk := &clock{t: time.Date(2024, 6, 1, 0, 0, 1, 0, time.UTC)}
 			s := &fakeScheduler{}
-			rt := newTestRuntime(t, &Services{Capabilities: []Capability{testRanks(rank.NewRedis(c, testredis.Prefix(t)), s)}})
+			rt := newTestRuntime(t, &runtime.Services{Capabilities: []runtime.Capability{testRanks(rank.NewRedis(c, testredis.Prefix(t)), s)}})
 			mustRun(t, rt, `
 				m = shield.rank("monthly", { reset = "monthly" })
 				m:mupdate({ a = 1, b = 2 })`)

@@ -3,15 +3,17 @@ package bindings
 import (
 	"errors"
 
-	lua "github.com/yuin/gopher-lua"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	lua "github.com/yuin/gopher-lua"
+
 	"github.com/shieldrt/shieldglobal/core/rank"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 	"github.com/shieldrt/shieldglobal/internal/testclock"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
@@ -85,7 +87,8 @@ func testRanks(b rank.Backend, s RankScheduler) *Ranks {
 
 func TestRankResetRegistersOneCronTaskPerBoard(t *testing.T) {
 	s := &fakeScheduler{}
-	rt := newTestRuntime(t, &Services{Capabilities: []Capability{testRanks(rank.NewMemory(nil), s)}})
+	caps := []runtime.Capability{testRanks(rank.NewMemory(nil), s)}
+	rt := newTestRuntime(t, &runtime.Services{Capabilities: caps})
 	mustRun(t, rt, `
 		shield.rank("d", { reset = "daily" })
 		shield.rank("d", { reset = "daily", reset_time = "00:00", distributed = true }) -- the same plan: no second task
@@ -108,7 +111,7 @@ func TestRankResetRegistersOneCronTaskPerBoard(t *testing.T) {
 	}
 
 	// Another runtime of the same Module sees the registration too.
-	rt2 := newTestRuntime(t, &Services{Capabilities: rt.svc.Capabilities})
+	rt2 := newTestRuntime(t, &runtime.Services{Capabilities: caps})
 	mustRun(t, rt2, `shield.rank("d", { reset = "daily" })`)
 	err := run(t, rt2, `shield.rank("d", { reset = "weekly" })`)
 	if err == nil || !strings.Contains(err.Error(), `test.lua:1: shield.rank: board "d" already resets daily at 00:00 UTC`) {
@@ -125,7 +128,7 @@ func TestRankResetRegistersOneCronTaskPerBoard(t *testing.T) {
 
 func TestRankResetSchedulerErrorsAreRaised(t *testing.T) {
 	s := &fakeScheduler{fail: errors.New("scheduler: task exists")}
-	rt := newTestRuntime(t, &Services{Capabilities: []Capability{testRanks(rank.NewMemory(nil), s)}})
+	rt := newTestRuntime(t, &runtime.Services{Capabilities: []runtime.Capability{testRanks(rank.NewMemory(nil), s)}})
 	err := run(t, rt, `shield.rank("x", { reset = "daily" })`)
 	if err == nil || !strings.Contains(err.Error(), `test.lua:1: shield.rank: registering the reset of "x": scheduler: task exists`) {
 		t.Fatalf("got %v", err)
@@ -141,7 +144,7 @@ func TestRankResetSchedulerErrorsAreRaised(t *testing.T) {
 }
 
 func TestRankWithoutSchedulerRefusesResetButNotTheBoard(t *testing.T) {
-	rt := newTestRuntime(t, &Services{Capabilities: []Capability{testRanks(rank.NewMemory(nil), nil)}})
+	rt := newTestRuntime(t, &runtime.Services{Capabilities: []runtime.Capability{testRanks(rank.NewMemory(nil), nil)}})
 	err := run(t, rt, `shield.rank("x", { reset = "monthly" })`)
 	if err == nil || !strings.Contains(err.Error(), "test.lua:1: shield.rank: reset needs the scheduler (scheduler.enabled: false?)") {
 		t.Fatalf("got %v", err)
@@ -155,7 +158,7 @@ func TestRankWithoutSchedulerRefusesResetButNotTheBoard(t *testing.T) {
 }
 
 func TestRankIsAbsentWithoutTheCapability(t *testing.T) {
-	rt := newTestRuntime(t, &Services{})
+	rt := newTestRuntime(t, &runtime.Services{})
 	mustRun(t, rt, `assert(shield.rank == nil)`)
 }
 
@@ -164,7 +167,7 @@ func TestRankIsAbsentWithoutTheCapability(t *testing.T) {
 func TestRankResetArchivesTheEndedPeriodAndClears(t *testing.T) {
 	clk := &clock{t: time.Date(2024, 5, 1, 18, 0, 0, 0, time.UTC)}
 	s := &fakeScheduler{}
-	rt := newTestRuntime(t, &Services{Capabilities: []Capability{testRanks(rank.NewMemory(clk.now), s)}})
+	rt := newTestRuntime(t, &runtime.Services{Capabilities: []runtime.Capability{testRanks(rank.NewMemory(clk.now), s)}})
 	mustRun(t, rt, `
 		daily = shield.rank("daily_score", { reset = "daily", max_members = 3 })
 		daily:mupdate({ p1 = 100, p2 = 300, p3 = 200, p4 = 50 }) -- p4 is not admitted: max_members 3
@@ -202,7 +205,7 @@ func TestRankResetArchivesTheEndedPeriodAndClears(t *testing.T) {
 func TestRankResetWithoutArchiveOnlyClears(t *testing.T) {
 	clk := &clock{t: time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)}
 	s := &fakeScheduler{}
-	rt := newTestRuntime(t, &Services{Capabilities: []Capability{testRanks(rank.NewMemory(clk.now), s)}})
+	rt := newTestRuntime(t, &runtime.Services{Capabilities: []runtime.Capability{testRanks(rank.NewMemory(clk.now), s)}})
 	mustRun(t, rt, `m = shield.rank("season", { reset = "monthly", archive = false }); m:update("a", 1)`)
 	if err := s.fire(t, "rank:season:reset", clk.now()); err != nil {
 		t.Fatal(err)
@@ -229,7 +232,7 @@ func TestRankResetTriggerDoesNotConsumeTheNextFiring(t *testing.T) {
 			if name == "redis" {
 				backend = rank.NewRedis(testredis.Standalone(t), testredis.Prefix(t))
 			}
-			rt := newTestRuntime(t, &Services{Capabilities: []Capability{testRanks(backend, EngineResets{Engine: f.s.Engine}), f.s},
+			rt := newTestRuntime(t, &runtime.Services{Capabilities: []runtime.Capability{testRanks(backend, EngineResets{Engine: f.s.Engine}), f.s},
 				Now: clk.Now, Log: logTo(f.log)})
 			mustRun(t, rt, `
 				s = shield.scheduler()

@@ -11,6 +11,7 @@ import (
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/ratelimit"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // rateLimiterType is the type name of both kinds of limiter object: they
@@ -28,7 +29,7 @@ type Limiters struct {
 
 // limiterBinding registers shield.rate_limiter in one runtime.
 type limiterBinding struct {
-	rt  *Runtime
+	rt  *runtime.Runtime
 	lim *Limiters
 	// The two metatables. A token bucket's allow and remaining are plain Go
 	// functions (they never block, and a Lua wrapper would double their
@@ -53,7 +54,7 @@ var (
 	luaTimeout     lua.LValue = lua.LString(ratelimit.Timeout)
 )
 
-func (rt *Runtime) installRateLimiter(lib *lua.LTable, lim *Limiters) {
+func installRateLimiter(rt *runtime.Runtime, lib *lua.LTable, lim *Limiters) {
 	L := rt.L
 	b := &limiterBinding{rt: rt, lim: lim}
 	type method struct {
@@ -68,9 +69,9 @@ func (rt *Runtime) installRateLimiter(lib *lua.LTable, lim *Limiters) {
 			methods.RawSetString(m.name, L.NewFunction(m.fn))
 		}
 		for _, m := range blocking {
-			methods.RawSetString(m.name, rt.blocking(m.fn))
+			methods.RawSetString(m.name, rt.Blocking(m.fn))
 		}
-		setMethods(L, mt, methods)
+		runtime.SetMethods(L, mt, methods)
 		mt.RawSetString("__tostring", L.NewFunction(b.tostring))
 		return mt
 	}
@@ -97,8 +98,8 @@ const maxCount = 1 << 53
 // the config's rate_limiter.algorithm decides. burst defaults to rate (at
 // least 1).
 func (b *limiterBinding) newLimiter(L *lua.LState) int {
-	a := argsOf(L, "shield", "rate_limiter")
-	name := a.name(1, "name")
+	a := runtime.ArgsOf(L, "shield", "rate_limiter")
+	name := a.Name(1, "name")
 	o := b.parseOpts(a, 2)
 	l, err := b.lim.Set.Limiter(name, o)
 	if err != nil {
@@ -107,7 +108,7 @@ func (b *limiterBinding) newLimiter(L *lua.LState) int {
 		for _, sentinel := range []error{ratelimit.ErrInvalid, ratelimit.ErrConflict} {
 			msg = strings.TrimPrefix(msg, sentinel.Error()+": ")
 		}
-		raise(L, "shield.rate_limiter: %s", msg)
+		runtime.Raise(L, "shield.rate_limiter: %s", msg)
 	}
 	ud := L.NewUserData()
 	call := rateLimiterType + "(" + name + ")"
@@ -124,9 +125,9 @@ func (b *limiterBinding) newLimiter(L *lua.LState) int {
 // parseOpts reads the options table at n and has the core resolve the
 // algorithm (ratelimit.Resolve). Every check names the option; the core
 // checks the same rules again.
-func (b *limiterBinding) parseOpts(a args, n int) ratelimit.Options {
-	t := a.table(n)
-	bad := func(format string, v ...any) { a.bad(n, fmt.Sprintf(format, v...)) }
+func (b *limiterBinding) parseOpts(a runtime.Args, n int) ratelimit.Options {
+	t := a.Table(n)
+	bad := func(format string, v ...any) { a.Bad(n, fmt.Sprintf(format, v...)) }
 	num := func(key string, v lua.LValue) float64 {
 		f, ok := v.(lua.LNumber)
 		if !ok {
@@ -151,8 +152,8 @@ func (b *limiterBinding) parseOpts(a args, n int) ratelimit.Options {
 			}
 		case "window":
 			ms := num("window", v)
-			if !(ms >= 1) || ms > maxSleep {
-				bad("option window must be at least 1 and at most %.0f (milliseconds), got %s", float64(maxSleep), v.String())
+			if !(ms >= 1) || ms > runtime.MaxSleep {
+				bad("option window must be at least 1 and at most %.0f (milliseconds), got %s", float64(runtime.MaxSleep), v.String())
 			}
 			o.Window = time.Duration(ms * float64(time.Millisecond))
 		case "max_requests":
@@ -199,8 +200,8 @@ func (b *limiterBinding) parseOpts(a args, n int) ratelimit.Options {
 // badSelf raises the error of a method called without its limiter (with
 // '.' instead of ':', or on something else).
 func badSelf(L *lua.LState, fn string) {
-	a := argsOf(L, rateLimiterType, fn)
-	a.bad(1, rateLimiterType+" expected, got "+a.got(1)+" (call it with ':')")
+	a := runtime.ArgsOf(L, rateLimiterType, fn)
+	a.Bad(1, rateLimiterType+" expected, got "+a.Got(1)+" (call it with ':')")
 }
 
 // tb returns the token bucket the method was called on. A pointer
@@ -213,8 +214,8 @@ func (b *limiterBinding) tb(L *lua.LState, fn string) *tbObj {
 		}
 		// The bucket is process memory, no Op: the module's end is checked
 		// here (the sliding window's Ops fail with it by themselves).
-		if err := b.rt.moduleClosed(); err != nil {
-			raise(L, "%s:%s: %s", o.call, fn, err.Error())
+		if err := b.rt.ModuleClosed(); err != nil {
+			runtime.Raise(L, "%s:%s: %s", o.call, fn, err.Error())
 		}
 		return o
 	}
@@ -237,7 +238,7 @@ func limiterKey(L *lua.LState, fn string) string {
 	if s, ok := L.Get(2).(lua.LString); ok && s != "" {
 		return string(s)
 	}
-	argsOf(L, rateLimiterType, fn).key(2) // raises with the right message
+	runtime.ArgsOf(L, rateLimiterType, fn).Key(2) // raises with the right message
 	return ""
 }
 
@@ -251,20 +252,20 @@ func count(L *lua.LState, fn string, i int) int {
 	}
 	f, ok := v.(lua.LNumber)
 	if !ok {
-		argsOf(L, rateLimiterType, fn).typeError(i, "number")
+		runtime.ArgsOf(L, rateLimiterType, fn).TypeError(i, "number")
 	}
 	if !(f >= 1) || f != lua.LNumber(math.Trunc(float64(f))) || f > maxCount {
-		argsOf(L, rateLimiterType, fn).bad(i, "n must be an integer >= 1, got "+f.String())
+		runtime.ArgsOf(L, rateLimiterType, fn).Bad(i, "n must be an integer >= 1, got "+f.String())
 	}
 	return int(f)
 }
 
 // timeout reads wait's timeout_ms at 3: a number of milliseconds >= 0.
 func timeout(L *lua.LState, fn string) time.Duration {
-	a := argsOf(L, rateLimiterType, fn)
-	ms := a.num(3)
-	if !(ms >= 0) || ms > maxSleep {
-		a.bad(3, fmt.Sprintf("timeout_ms must be between 0 and %.0f, got %s", float64(maxSleep), lua.LNumber(ms).String()))
+	a := runtime.ArgsOf(L, rateLimiterType, fn)
+	ms := a.Num(3)
+	if !(ms >= 0) || ms > runtime.MaxSleep {
+		a.Bad(3, fmt.Sprintf("timeout_ms must be between 0 and %.0f, got %s", float64(runtime.MaxSleep), lua.LNumber(ms).String()))
 	}
 	return time.Duration(ms * float64(time.Millisecond))
 }
@@ -304,7 +305,7 @@ func (b *limiterBinding) tbWait(L *lua.LState) int {
 	d := timeout(L, "wait")
 	n := count(L, "wait", 4)
 	if float64(n) > o.l.Options().Burst {
-		argsOf(L, rateLimiterType, "wait").bad(4, fmt.Sprintf("n = %d can never be granted: it exceeds burst (%v)", n, o.l.Options().Burst))
+		runtime.ArgsOf(L, rateLimiterType, "wait").Bad(4, fmt.Sprintf("n = %d can never be granted: it exceeds burst (%v)", n, o.l.Options().Burst))
 	}
 	if o.l.Take(key, n) {
 		L.Push(lua.LTrue)
@@ -315,7 +316,7 @@ func (b *limiterBinding) tbWait(L *lua.LState) int {
 		L.Push(luaTimeout)
 		return 2
 	}
-	return b.rt.Block(L, o.call+":wait", func(w *Wait) func() {
+	return b.rt.Block(L, o.call+":wait", func(w *runtime.Wait) func() {
 		w.EndOnClose()
 		cancel := o.l.Wait(key, n, d, func(ok bool, _ ratelimit.Reason) {
 			w.Complete(func() ([]lua.LValue, error) { return waited(ok), nil })
@@ -347,7 +348,7 @@ func (b *limiterBinding) swAllow(L *lua.LState) int {
 	}
 	name := o.call + ":allow"
 	rt := b.rt
-	result := func(d ratelimit.Decision, err error) Result {
+	result := func(d ratelimit.Decision, err error) runtime.Result {
 		return func() ([]lua.LValue, error) {
 			switch {
 			case err != nil:
@@ -362,12 +363,12 @@ func (b *limiterBinding) swAllow(L *lua.LState) int {
 	}
 	op := o.l.AllowOp(key, n)
 	if op.Kind() != store.KindRedis {
-		return RunOutcome(rt, L, name, op, func(_ *lua.LState, d ratelimit.Decision, err error) ([]lua.LValue, error) {
+		return runtime.RunOutcome(rt, L, name, op, func(_ *lua.LState, d ratelimit.Decision, err error) ([]lua.LValue, error) {
 			return result(o.l.Outcome(d, err))()
 		})
 	}
-	return rt.Block(L, name, func(w *Wait) func() {
-		swTry(w, o.l, key, op, func(d ratelimit.Decision, err error) { w.Complete(result(d, err)) })
+	return rt.Block(L, name, func(w *runtime.Wait) func() {
+		swTry(rt, w, o.l, key, op, func(d ratelimit.Decision, err error) { w.Complete(result(d, err)) })
 		return nil
 	})
 }
@@ -379,13 +380,13 @@ func (b *limiterBinding) swAllow(L *lua.LState) int {
 // seconds), too long for a limiter that must answer "unavailable" in well
 // under a second; a reply that comes after done was called is only counted
 // (Unanswered).
-func swTry(w *Wait, l *ratelimit.SlidingWindow, key string, op *store.Op[ratelimit.Decision], done func(ratelimit.Decision, error)) {
+func swTry(rt *runtime.Runtime, w *runtime.Wait, l *ratelimit.SlidingWindow, key string, op *store.Op[ratelimit.Decision], done func(ratelimit.Decision, error)) {
 	if op.Kind() != store.KindRedis {
-		Go(w.rt, op, func(d ratelimit.Decision, err error) { done(l.Outcome(d, err)) })
+		runtime.Go(rt, op, func(d ratelimit.Decision, err error) { done(l.Outcome(d, err)) })
 		return
 	}
 	settled := false // loop only
-	Go(w.rt, op, func(d ratelimit.Decision, err error) {
+	runtime.Go(rt, op, func(d ratelimit.Decision, err error) {
 		if !settled {
 			settled = true
 			done(l.Outcome(d, err))
@@ -404,7 +405,7 @@ func swTry(w *Wait, l *ratelimit.SlidingWindow, key string, op *store.Op[ratelim
 // when Redis cannot be reached (there is no decision to degrade to).
 func (b *limiterBinding) swRemaining(L *lua.LState) int {
 	o := b.sw(L, "remaining")
-	return Run(b.rt, L, o.call+":remaining", o.l.RemainingOp(limiterKey(L, "remaining")), func(_ *lua.LState, n int64) []lua.LValue {
+	return runtime.Run(b.rt, L, o.call+":remaining", o.l.RemainingOp(limiterKey(L, "remaining")), func(_ *lua.LState, n int64) []lua.LValue {
 		return []lua.LValue{lua.LNumber(n)}
 	})
 }
@@ -421,20 +422,20 @@ func (b *limiterBinding) swWait(L *lua.LState) int {
 	d := timeout(L, "wait")
 	n := count(L, "wait", 4)
 	if int64(n) > o.l.Options().MaxRequests {
-		argsOf(L, rateLimiterType, "wait").bad(4, fmt.Sprintf("n = %d can never be granted: it exceeds max_requests (%d)", n, o.l.Options().MaxRequests))
+		runtime.ArgsOf(L, rateLimiterType, "wait").Bad(4, fmt.Sprintf("n = %d can never be granted: it exceeds max_requests (%d)", n, o.l.Options().MaxRequests))
 	}
 	rt := b.rt
 	name := o.call + ":wait"
 	// The tries, the sleeps between them and the deadline are
 	// ratelimit.SlidingWindow.Wait's; this only runs its tries in the loop's
 	// pipeline and returns its outcome.
-	return rt.Block(L, name, func(w *Wait) func() {
+	return rt.Block(L, name, func(w *runtime.Wait) func() {
 		w.EndOnClose()
 		over := false // loop only
 		cancel := o.l.Wait(key, n, d, func(done func(ratelimit.Decision, error)) {
 			w.Post(func() { // the core's timers call from their goroutines
 				if !over {
-					swTry(w, o.l, key, o.l.AllowOp(key, n), done)
+					swTry(rt, w, o.l, key, o.l.AllowOp(key, n), done)
 				}
 			})
 		}, func(dec ratelimit.Decision, err error) {

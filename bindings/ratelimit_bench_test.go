@@ -7,6 +7,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/ratelimit"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // The cost of a token-bucket allow() from Lua, against the same call shape
@@ -21,7 +22,7 @@ func benchLimiterLoop(b *testing.B, setup, body string) {
 		mt := L.NewTable()
 		methods := L.NewTable()
 		methods.RawSetString("allow", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LTrue); return 1 }))
-		setMethods(L, mt, methods)
+		runtime.SetMethods(L, mt, methods)
 		ud := L.NewUserData()
 		ud.Metatable = mt
 		L.SetGlobal("obj", ud)

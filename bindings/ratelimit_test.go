@@ -3,7 +3,7 @@ package bindings
 import (
 	"io"
 	"log/slog"
-	"runtime"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,17 +12,18 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/ratelimit"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // newLimiterRuntime is a runtime with shield.rate_limiter on the memory
 // backend (exact in-process), sharing set.
-func newLimiterRuntime(t testing.TB, set *ratelimit.Set) *Runtime {
+func newLimiterRuntime(t testing.TB, set *ratelimit.Set) *runtime.Runtime {
 	t.Helper()
 	if set == nil {
 		set = ratelimit.NewMemory(ratelimit.Config{})
 	}
-	L := lua.NewState(StateOptions())
-	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{&Limiters{Set: set}}})
+	L := lua.NewState(runtime.StateOptions())
+	rt, err := runtime.NewRuntime(L, &runtime.Services{Capabilities: []runtime.Capability{&Limiters{Set: set}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +95,8 @@ func TestSlidingWindowOnMemory(t *testing.T) {
 }
 
 func TestConfigAlgorithmIsTheDefault(t *testing.T) {
-	L := lua.NewState(StateOptions())
-	rt, err := NewRuntime(L, &Services{Capabilities: []Capability{&Limiters{Set: ratelimit.NewMemory(ratelimit.Config{}), Algorithm: ratelimit.AlgorithmSlidingWindow}}})
+	L := lua.NewState(runtime.StateOptions())
+	rt, err := runtime.NewRuntime(L, &runtime.Services{Capabilities: []runtime.Capability{&Limiters{Set: ratelimit.NewMemory(ratelimit.Config{}), Algorithm: ratelimit.AlgorithmSlidingWindow}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestWaitOfAnEndedTaskIsCancelled(t *testing.T) {
 				opts = `{ window = 50, max_requests = 1, sliding = true }`
 			}
 			mustRun(t, rt, `l = shield.rate_limiter("cancel", `+opts+`); assert(l:allow("k"))`)
-			g := &Group{}
+			g := &runtime.Group{}
 			started := make(chan error, 1)
 			err := rt.Do(func(L *lua.LState) error {
 				fn, err := L.Load(strings.NewReader(`waiting = true; l:wait("k", 60000); reached = true`), "waiter.lua")
@@ -254,7 +255,7 @@ func TestWaitOfAnEndedTaskIsCancelled(t *testing.T) {
 				t.Fatal("the waiter did not start")
 			}
 			rt.InterruptGroup(g)
-			if err := <-started; err == nil || !strings.Contains(err.Error(), ErrInterrupted.Error()) {
+			if err := <-started; err == nil || !strings.Contains(err.Error(), runtime.ErrInterrupted.Error()) {
 				t.Fatalf("the waiter ended with %v, want interrupted", err)
 			}
 			mustRun(t, rt, `shield.sleep(150); assert(l:allow("k"), "the token is still there: the ended wait took it")`)
@@ -270,8 +271,8 @@ func TestWaitOfAnEndedTaskIsCancelled(t *testing.T) {
 func TestCloseEndsWaits(t *testing.T) {
 	for _, opts := range []string{`{ rate = 0.001, burst = 1 }`, `{ window = 600000, max_requests = 1, sliding = true }`} {
 		set := ratelimit.NewMemory(ratelimit.Config{})
-		L := lua.NewState(StateOptions())
-		rt, err := NewRuntime(L, &Services{Capabilities: []Capability{&Limiters{Set: set}}})
+		L := lua.NewState(runtime.StateOptions())
+		rt, err := runtime.NewRuntime(L, &runtime.Services{Capabilities: []runtime.Capability{&Limiters{Set: set}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,11 +316,11 @@ func TestTokenBucketAllowDoesNotAllocate(t *testing.T) {
 		r = shield.rate_limiter("alloc_r", { rate = 0.001, burst = 1 }); r:allow("k")`)
 	const n = 100_000
 	mallocs := func(body string) float64 {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
+		var before, after goruntime.MemStats
+		goruntime.GC()
+		goruntime.ReadMemStats(&before)
 		mustRun(t, rt, `for i = 1, 100000 do `+body+` end`)
-		runtime.ReadMemStats(&after)
+		goruntime.ReadMemStats(&after)
 		return float64(after.Mallocs-before.Mallocs) / n
 	}
 	base := mallocs(`local x = i`)

@@ -10,6 +10,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/scheduler"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // shield.scheduler(): the Lua face of core/scheduler. The Module runs one
@@ -71,7 +72,7 @@ func (s *Scheduler) Event(ev scheduler.Event) {
 // schedBinding is shield.scheduler() in one runtime. Loop-only except
 // listening (read by Event) and closed (read by RunFuncs).
 type schedBinding struct {
-	rt    *Runtime
+	rt    *runtime.Runtime
 	s     *Scheduler
 	owner string
 	ud    *lua.LUserData
@@ -204,7 +205,7 @@ func (b *schedBinding) listens(k scheduler.EventKind) bool {
 }
 
 // installScheduler registers shield.scheduler() in this runtime.
-func (rt *Runtime) installScheduler(lib *lua.LTable, s *Scheduler) {
+func installScheduler(rt *runtime.Runtime, lib *lua.LTable, s *Scheduler) {
 	L := rt.L
 	b := &schedBinding{rt: rt, s: s, owner: "rt-" + strconv.FormatInt(s.ids.Add(1), 10),
 		tasks: map[string]boundTask{}, labeled: map[string]taskLabels{}, listeners: map[scheduler.EventKind][]*lua.LFunction{}}
@@ -226,12 +227,12 @@ func (rt *Runtime) installScheduler(lib *lua.LTable, s *Scheduler) {
 		{"disable", b.disable}, {"enable", b.enable}, {"remove", b.remove}, {"trigger", b.trigger},
 		{"list", b.list},
 	} {
-		methods.RawSetString(m.name, rt.blocking(m.fn))
+		methods.RawSetString(m.name, rt.Blocking(m.fn))
 	}
 	methods.RawSetString("preview", L.NewFunction(b.preview))
 	methods.RawSetString("on", L.NewFunction(b.on))
 	methods.RawSetString("load", b.loader())
-	setMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LString(schedulerType)); return 1 }))
 	b.ud = L.NewUserData()
 	b.ud.Value = b
@@ -240,9 +241,9 @@ func (rt *Runtime) installScheduler(lib *lua.LTable, s *Scheduler) {
 	b.installTaskType()
 }
 
-func (b *schedBinding) args(L *lua.LState, fn string) args {
-	a := argsOf(L, schedulerType, fn)
-	selfAs[*schedBinding](a, 1, schedulerType)
+func (b *schedBinding) args(L *lua.LState, fn string) runtime.Args {
+	a := runtime.ArgsOf(L, schedulerType, fn)
+	runtime.SelfAs[*schedBinding](a, 1, schedulerType)
 	return a
 }
 
@@ -352,26 +353,23 @@ func (a *attempt) end(err error) {
 	}
 	rt := b.rt
 	msg := err.Error()
-	var te *TaskError
+	var te *runtime.TaskError
 	if errors.As(err, &te) {
 		msg = te.Message
 	}
-	if b.isClosed() || errors.Is(err, ErrInterrupted) || errors.Is(err, ErrClosed) {
+	if b.isClosed() || errors.Is(err, runtime.ErrInterrupted) || errors.Is(err, runtime.ErrClosed) {
 		// Interrupted by the runtime's shutdown: Close names such
 		// tasks; the Engine learns the run did not end well.
 		done(errors.New(msg))
 		return
 	}
-	rt.callbackErrs.Add(1)
-	if f := rt.svc.Observe.TaskFailed; f != nil {
-		f() // shield_task_errors_total counts scheduled runs (docs/ops.md)
-	}
-	rt.log.Error("shield: scheduled task failed", "task", f.Task, "attempt", f.Attempt,
+	rt.CountFailure() // shield_task_errors_total counts scheduled runs (docs/ops.md)
+	rt.Log().Error("shield: scheduled task failed", "task", f.Task, "attempt", f.Attempt,
 		"scheduled", f.Scheduled.UTC().Format(time.RFC3339Nano), "error", err.Error())
 	if onError != nil {
 		rt.Spawn("on_error "+f.Task, onError, []lua.LValue{lua.LString(msg), info}, func(err error) {
 			if err != nil {
-				rt.callbackFailed("scheduler on_error", f.Task, err)
+				rt.CallbackFailed("scheduler on_error", f.Task, err)
 			}
 		})
 	}
@@ -434,7 +432,7 @@ func (b *schedBinding) deliver(ev scheduler.Event) {
 	for _, fn := range fns {
 		b.rt.Spawn("scheduler "+string(ev.Kind)+" listener", fn, []lua.LValue{nameV, info}, func(err error) {
 			if err != nil {
-				b.rt.callbackFailed("scheduler listener", name, err)
+				b.rt.CallbackFailed("scheduler listener", name, err)
 			}
 		})
 	}

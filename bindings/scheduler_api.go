@@ -11,6 +11,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/core/store"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // taskNotFound makes ErrNotFound the value pair nil, "not_found".
@@ -28,13 +29,13 @@ func taskNotFound(err error) ([]lua.LValue, error) {
 // (daily:HH:MM, hourly:MM, cron:<expr>).
 func (b *schedBinding) cron(L *lua.LState) int {
 	a := b.args(L, "cron")
-	expr := a.str(3)
+	expr := a.Str(3)
 	s, err := scheduler.Parse(expr)
 	if err != nil {
-		a.bad(3, invalidText(err))
+		a.Bad(3, invalidText(err))
 	}
 	if s.Kind() != scheduler.KindCron && !strings.HasPrefix(strings.TrimSpace(expr), "@every") {
-		a.bad(3, fmt.Sprintf("%q is not a cron schedule (use scheduler:interval, scheduler:once or scheduler:add)", expr))
+		a.Bad(3, fmt.Sprintf("%q is not a cron schedule (use scheduler:interval, scheduler:once or scheduler:add)", expr))
 	}
 	return b.register(L, a, s)
 }
@@ -43,13 +44,13 @@ func (b *schedBinding) cron(L *lua.LState) int {
 // (> 0; fractions round up).
 func (b *schedBinding) interval(L *lua.LState) int {
 	a := b.args(L, "interval")
-	ms := a.num(3)
+	ms := a.Num(3)
 	if ms != ms || ms <= 0 || ms > 1e13 {
-		a.bad(3, fmt.Sprintf("interval must be a positive number of milliseconds, got %s", lua.LNumber(ms).String()))
+		a.Bad(3, fmt.Sprintf("interval must be a positive number of milliseconds, got %s", lua.LNumber(ms).String()))
 	}
 	s, err := scheduler.Every(time.Duration(math.Ceil(ms)) * time.Millisecond)
 	if err != nil {
-		a.bad(3, invalidText(err))
+		a.Bad(3, invalidText(err))
 	}
 	return b.register(L, a, s)
 }
@@ -58,13 +59,13 @@ func (b *schedBinding) interval(L *lua.LState) int {
 // now (>= 0); removed after it runs.
 func (b *schedBinding) once(L *lua.LState) int {
 	a := b.args(L, "once")
-	ms := a.num(3)
+	ms := a.Num(3)
 	if ms != ms || ms < 0 || ms > 1e13 {
-		a.bad(3, fmt.Sprintf("delay must be a number of milliseconds >= 0, got %s", lua.LNumber(ms).String()))
+		a.Bad(3, fmt.Sprintf("delay must be a number of milliseconds >= 0, got %s", lua.LNumber(ms).String()))
 	}
 	s, err := scheduler.After(time.Duration(math.Ceil(ms)) * time.Millisecond)
 	if err != nil {
-		a.bad(3, invalidText(err))
+		a.Bad(3, invalidText(err))
 	}
 	return b.register(L, a, s)
 }
@@ -74,30 +75,30 @@ func (b *schedBinding) once(L *lua.LState) int {
 // cron:<expr> at:<unix seconds>, or a bare cron expression.
 func (b *schedBinding) add(L *lua.LState) int {
 	a := b.args(L, "add")
-	s, err := scheduler.Parse(a.str(3))
+	s, err := scheduler.Parse(a.Str(3))
 	if err != nil {
-		a.bad(3, invalidText(err))
+		a.Bad(3, invalidText(err))
 	}
 	return b.register(L, a, s)
 }
 
 // register reads name (#2), fn (#4) and opts (#5) and registers the task.
-func (b *schedBinding) register(L *lua.LState, a args, s scheduler.Schedule) int {
+func (b *schedBinding) register(L *lua.LState, a runtime.Args, s scheduler.Schedule) int {
 	name := b.taskName(a, 2)
-	fn := a.function(4)
+	fn := a.Function(4)
 	var t *lua.LTable
 	if L.Get(5) != lua.LNil {
-		t = a.table(5)
+		t = a.Table(5)
 	}
-	o := parseTaskOpts(b.s.Engine.DefaultOptions(), t, nil, func(msg string) { a.bad(5, msg) })
-	return b.registerTask(L, a.fn, name, s, fn, o, func(err error) error { return err })
+	o := parseTaskOpts(b.s.Engine.DefaultOptions(), t, nil, func(msg string) { a.Bad(5, msg) })
+	return b.registerTask(L, a.Fn, name, s, fn, o, func(err error) error { return err })
 }
 
 // taskName checks a task name argument.
-func (b *schedBinding) taskName(a args, n int) string {
-	name := a.name(n, "task name")
+func (b *schedBinding) taskName(a runtime.Args, n int) string {
+	name := a.Name(n, "task name")
 	if name[0] == '}' {
-		a.bad(n, "task name must not start with '}'")
+		a.Bad(n, "task name must not start with '}'")
 	}
 	return name
 }
@@ -108,7 +109,7 @@ func (b *schedBinding) registerTask(L *lua.LState, fn, name string, s scheduler.
 	gen := b.beginRegister(name)
 	op := b.s.Engine.Register(scheduler.Task{Name: name, Schedule: s, Options: o.opts, Owner: b.owner,
 		Run: b.runFunc(run, o.onError), Gone: b.goneFunc(name, gen)})
-	return RunOutcome(b.rt, L, b.name(fn), op, func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(b.rt, L, b.name(fn), op, func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
 		b.endRegister(name, gen, info, err == nil)
 		if err != nil {
 			switch {
@@ -133,7 +134,7 @@ func (b *schedBinding) registerTask(L *lua.LState, fn, name string, s scheduler.
 func (b *schedBinding) get(L *lua.LState) int {
 	a := b.args(L, "get")
 	name := b.taskName(a, 2)
-	return RunOutcome(b.rt, L, b.name("get"), b.s.Engine.Get(name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(b.rt, L, b.name("get"), b.s.Engine.Get(name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
 		if err != nil {
 			return taskNotFound(err)
 		}
@@ -145,7 +146,7 @@ func (b *schedBinding) get(L *lua.LState) int {
 // by name.
 func (b *schedBinding) list(L *lua.LState) int {
 	b.args(L, "list")
-	return RunOutcome(b.rt, L, b.name("list"), b.s.Engine.List(), func(L *lua.LState, infos []scheduler.Info, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(b.rt, L, b.name("list"), b.s.Engine.List(), func(L *lua.LState, infos []scheduler.Info, err error) ([]lua.LValue, error) {
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +198,7 @@ func (b *schedBinding) trigger(L *lua.LState) int {
 func (b *schedBinding) control(L *lua.LState, fn string, do func(string) *store.Op[struct{}]) int {
 	a := b.args(L, fn)
 	name := b.taskName(a, 2)
-	return RunOutcome(b.rt, L, b.name(fn), do(name), func(L *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
+	return runtime.RunOutcome(b.rt, L, b.name(fn), do(name), func(L *lua.LState, _ struct{}, err error) ([]lua.LValue, error) {
 		if err != nil {
 			return taskNotFound(err)
 		}
@@ -209,21 +210,21 @@ func (b *schedBinding) control(L *lua.LState, fn string, do func(string) *store.
 // next n fire times of a schedule (scheduler:add's formats) from now.
 func (b *schedBinding) preview(L *lua.LState) int {
 	a := b.args(L, "preview")
-	expr := a.str(2)
-	n := a.num(3)
+	expr := a.Str(2)
+	n := a.Num(3)
 	if n != math.Floor(n) || n < 1 || n > 10000 {
-		a.bad(3, fmt.Sprintf("count must be a whole number in 1..10000, got %s", lua.LNumber(n).String()))
+		a.Bad(3, fmt.Sprintf("count must be a whole number in 1..10000, got %s", lua.LNumber(n).String()))
 	}
 	tz := ""
 	if L.Get(4) != lua.LNil {
-		tz = a.str(4)
+		tz = a.Str(4)
 		if msg := checkTimezone(tz); msg != "" {
-			a.bad(4, msg)
+			a.Bad(4, msg)
 		}
 	}
 	times, err := scheduler.Preview(expr, int(n), tz, b.s.now())
 	if err != nil {
-		a.bad(2, invalidText(err))
+		a.Bad(2, invalidText(err))
 	}
 	t := L.CreateTable(len(times), 0)
 	for i, tm := range times {
@@ -241,12 +242,12 @@ func (b *schedBinding) preview(L *lua.LState) int {
 // to info.last_scheduled).
 func (b *schedBinding) on(L *lua.LState) int {
 	a := b.args(L, "on")
-	ev := scheduler.EventKind(a.str(2))
+	ev := scheduler.EventKind(a.Str(2))
 	bit, ok := eventBits[ev]
 	if !ok {
-		a.bad(2, fmt.Sprintf(`unknown event %q (want "before", "after", "failed", "skipped" or "missed")`, string(ev)))
+		a.Bad(2, fmt.Sprintf(`unknown event %q (want "before", "after", "failed", "skipped" or "missed")`, string(ev)))
 	}
-	fn := a.function(3)
+	fn := a.Function(3)
 	b.listeners[ev] = append(b.listeners[ev], fn)
 	b.listening.Or(bit)
 	return 0
@@ -276,9 +277,9 @@ func (b *schedBinding) installTaskType() {
 	methods := L.NewTable()
 	// field reads the current state and returns one part of it.
 	field := func(fn string, get func(L *lua.LState, i scheduler.Info) lua.LValue) {
-		methods.RawSetString(fn, b.rt.blocking(func(L *lua.LState) int {
-			t := selfAs[*schedTask](argsOf(L, schedTaskType, fn), 1, schedTaskType)
-			return RunOutcome(b.rt, L, schedTaskType+":"+fn, b.s.Engine.Get(t.info.Name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
+		methods.RawSetString(fn, b.rt.Blocking(func(L *lua.LState) int {
+			t := runtime.SelfAs[*schedTask](runtime.ArgsOf(L, schedTaskType, fn), 1, schedTaskType)
+			return runtime.RunOutcome(b.rt, L, schedTaskType+":"+fn, b.s.Engine.Get(t.info.Name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
 				if err != nil {
 					return taskNotFound(err)
 				}
@@ -288,7 +289,7 @@ func (b *schedBinding) installTaskType() {
 		}))
 	}
 	methods.RawSetString("name", L.NewFunction(func(L *lua.LState) int {
-		t := selfAs[*schedTask](argsOf(L, schedTaskType, "name"), 1, schedTaskType)
+		t := runtime.SelfAs[*schedTask](runtime.ArgsOf(L, schedTaskType, "name"), 1, schedTaskType)
 		L.Push(lua.LString(t.info.Name))
 		return 1
 	}))
@@ -298,9 +299,9 @@ func (b *schedBinding) installTaskType() {
 	field("run_count", func(_ *lua.LState, i scheduler.Info) lua.LValue { return lua.LNumber(i.RunCount) })
 	field("status", func(_ *lua.LState, i scheduler.Info) lua.LValue { return lua.LString(i.Status) })
 	field("info", func(L *lua.LState, i scheduler.Info) lua.LValue { return infoTable(L, i) })
-	methods.RawSetString("refresh", b.rt.blocking(func(L *lua.LState) int {
-		t := selfAs[*schedTask](argsOf(L, schedTaskType, "refresh"), 1, schedTaskType)
-		return RunOutcome(b.rt, L, schedTaskType+":refresh", b.s.Engine.Get(t.info.Name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
+	methods.RawSetString("refresh", b.rt.Blocking(func(L *lua.LState) int {
+		t := runtime.SelfAs[*schedTask](runtime.ArgsOf(L, schedTaskType, "refresh"), 1, schedTaskType)
+		return runtime.RunOutcome(b.rt, L, schedTaskType+":refresh", b.s.Engine.Get(t.info.Name), func(L *lua.LState, info scheduler.Info, err error) ([]lua.LValue, error) {
 			if err != nil {
 				return taskNotFound(err)
 			}
@@ -308,9 +309,9 @@ func (b *schedBinding) installTaskType() {
 			return []lua.LValue{L.Get(1)}, nil
 		})
 	}))
-	setMethods(L, mt, methods)
+	runtime.SetMethods(L, mt, methods)
 	mt.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
-		t := selfAs[*schedTask](argsOf(L, schedTaskType, "__tostring"), 1, schedTaskType)
+		t := runtime.SelfAs[*schedTask](runtime.ArgsOf(L, schedTaskType, "__tostring"), 1, schedTaskType)
 		L.Push(lua.LString(fmt.Sprintf("%s(%q, %q)", schedTaskType, t.info.Name, t.info.Schedule)))
 		return 1
 	}))

@@ -2,7 +2,7 @@ package bindings
 
 import (
 	"context"
-	"runtime"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +13,7 @@ import (
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/internal/edge"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
 // BenchmarkSchedulerRegister registers b.N interval tasks from one Lua task
@@ -58,10 +59,10 @@ func BenchmarkSchedulerRegisterCron(b *testing.B) {
 // schedulerRuntime is a runtime of the CLI's state whose shield.scheduler
 // is an Engine of its own on clk (nil: the real clock), all closed when b
 // ends.
-func schedulerRuntime(b *testing.B, clk *benchClock) *Runtime {
+func schedulerRuntime(b *testing.B, clk *benchClock) *runtime.Runtime {
 	s := NewScheduler()
 	cfg := scheduler.Config{Events: s.Event, Defaults: edge.SchedulerOptions(config.Default().Scheduler)}
-	svc := &Services{Capabilities: []Capability{s}}
+	svc := &runtime.Services{Capabilities: []runtime.Capability{s}}
 	if clk != nil {
 		cfg.Clock, s.Now, svc.Now = clk, clk.Now, clk.Now
 	}
@@ -71,9 +72,9 @@ func schedulerRuntime(b *testing.B, clk *benchClock) *Runtime {
 	}
 	s.Engine = e
 	b.Cleanup(func() { e.Close(context.Background()) })
-	L := lua.NewState(StateOptions())
+	L := lua.NewState(runtime.StateOptions())
 	b.Cleanup(L.Close)
-	rt, err := NewRuntime(L, svc)
+	rt, err := runtime.NewRuntime(L, svc)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -82,10 +83,10 @@ func schedulerRuntime(b *testing.B, clk *benchClock) *Runtime {
 }
 
 // heapNow is the live heap after a full GC.
-func heapNow() runtime.MemStats {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
+func heapNow() goruntime.MemStats {
+	goruntime.GC()
+	var m goruntime.MemStats
+	goruntime.ReadMemStats(&m)
 	return m
 }
 

@@ -11,6 +11,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/scheduler"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 	shieldlua "github.com/shieldrt/shieldglobal/lua/shield"
 )
 
@@ -58,7 +59,7 @@ func (b *schedBinding) loader() lua.LValue {
 	}
 	L.Push(fn)
 	L.Push(L.NewFunction(b.prepareFiles))
-	L.Push(b.rt.blocking(b.registerFile))
+	L.Push(b.rt.Blocking(b.registerFile))
 	L.Call(2, 1)
 	v := L.Get(-1)
 	L.Pop(1)
@@ -78,25 +79,25 @@ func (b *schedBinding) prepareFiles(L *lua.LState) int {
 		for i := 1; i <= t.Len(); i++ {
 			d, ok := t.RawGetInt(i).(lua.LString)
 			if !ok || d == "" {
-				a.bad(2, fmt.Sprintf("directory #%d must be a non-empty string, got %s", i, describeValue(t.RawGetInt(i))))
+				a.Bad(2, fmt.Sprintf("directory #%d must be a non-empty string, got %s", i, describeValue(t.RawGetInt(i))))
 			}
 			dirs = append(dirs, string(d))
 		}
 		if len(dirs) == 0 {
-			a.bad(2, "no directory given")
+			a.Bad(2, "no directory given")
 		}
 	} else {
-		dirs = []string{a.name(2, "directory")}
+		dirs = []string{a.Name(2, "directory")}
 	}
 	var lo loadOpts
 	if L.Get(3) != lua.LNil {
-		lo = b.loadOptions(a, a.table(3))
+		lo = b.loadOptions(a, a.Table(3))
 	}
 	var files []string
 	for _, dir := range dirs {
 		fs, err := lo.taskFiles(dir)
 		if err != nil {
-			a.fail("%v", err)
+			a.Fail("%v", err)
 		}
 		files = append(files, fs...)
 	}
@@ -105,7 +106,7 @@ func (b *schedBinding) prepareFiles(L *lua.LState) int {
 	for i, f := range files {
 		tf := b.readTaskFile(L, a, f)
 		if prev, dup := seen[tf.name]; dup {
-			a.fail("%s: task %q is also defined in %s", f, tf.name, prev)
+			a.Fail("%s: task %q is also defined in %s", f, tf.name, prev)
 		}
 		seen[tf.name] = f
 		ud := L.NewUserData()
@@ -123,14 +124,14 @@ type loadOpts struct {
 }
 
 // loadOptions reads load's options table (argument #3).
-func (b *schedBinding) loadOptions(a args, t *lua.LTable) loadOpts {
+func (b *schedBinding) loadOptions(a runtime.Args, t *lua.LTable) loadOpts {
 	var lo loadOpts
 	t.ForEach(func(k, v lua.LValue) {
 		switch k.String() {
 		case "recursive":
 			bv, ok := v.(lua.LBool)
 			if !ok {
-				a.bad(3, fmt.Sprintf("recursive must be a boolean, got %s", describeValue(v)))
+				a.Bad(3, fmt.Sprintf("recursive must be a boolean, got %s", describeValue(v)))
 			}
 			lo.recursive = bool(bv)
 		case "skip":
@@ -145,15 +146,15 @@ func (b *schedBinding) loadOptions(a args, t *lua.LTable) loadOpts {
 			for _, p := range pats {
 				ps, ok := p.(lua.LString)
 				if !ok {
-					a.bad(3, fmt.Sprintf("skip must be a glob or a list of globs, got %s", describeValue(p)))
+					a.Bad(3, fmt.Sprintf("skip must be a glob or a list of globs, got %s", describeValue(p)))
 				}
 				if _, err := path.Match(string(ps), ""); err != nil {
-					a.bad(3, fmt.Sprintf("skip %q: %v", string(ps), err))
+					a.Bad(3, fmt.Sprintf("skip %q: %v", string(ps), err))
 				}
 				lo.skip = append(lo.skip, string(ps))
 			}
 		default:
-			a.bad(3, fmt.Sprintf("unknown option %q (known: recursive, skip)", k.String()))
+			a.Bad(3, fmt.Sprintf("unknown option %q (known: recursive, skip)", k.String()))
 		}
 	})
 	return lo
@@ -207,15 +208,15 @@ func (lo loadOpts) taskFiles(dir string) ([]string, error) {
 }
 
 // readTaskFile runs one task file and checks what it returns.
-func (b *schedBinding) readTaskFile(L *lua.LState, a args, file string) *taskFile {
-	bad := func(format string, v ...any) { a.fail("%s: %s", file, fmt.Sprintf(format, v...)) }
+func (b *schedBinding) readTaskFile(L *lua.LState, a runtime.Args, file string) *taskFile {
+	bad := func(format string, v ...any) { a.Fail("%s: %s", file, fmt.Sprintf(format, v...)) }
 	chunk, err := L.LoadFile(file)
 	if err != nil {
 		bad("%v", err)
 	}
 	L.Push(chunk)
 	if err := L.PCall(0, 1, nil); err != nil {
-		bad("%v", errorText(L, errorValue(err)))
+		bad("%v", runtime.ErrorMessage(L, err))
 	}
 	ret := L.Get(-1)
 	L.Pop(1)
@@ -251,7 +252,7 @@ func (b *schedBinding) registerFile(L *lua.LState) int {
 		tf, _ = ud.Value.(*taskFile)
 	}
 	if tf == nil {
-		a.bad(2, "task file expected")
+		a.Bad(2, "task file expected")
 	}
 	return b.registerTask(L, "load", tf.name, tf.schedule, tf.handle, tf.opts, func(err error) error {
 		return fmt.Errorf("%s: %w", tf.file, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/scheduler"
 	"github.com/shieldrt/shieldglobal/internal/edge"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 	"github.com/shieldrt/shieldglobal/internal/testclock"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
@@ -49,12 +51,12 @@ func newSchedProcess(t *testing.T, clk *testclock.Clock, st scheduler.Store) *sc
 	return &schedFixture{t: t, clk: clk, s: s, log: &syncBuffer{}}
 }
 
-func (f *schedFixture) runtime() *Runtime {
-	return newTestRuntime(f.t, &Services{Capabilities: []Capability{f.s}, Now: f.clk.Now, Log: logTo(f.log)})
+func (f *schedFixture) runtime() *runtime.Runtime {
+	return newTestRuntime(f.t, &runtime.Services{Capabilities: []runtime.Capability{f.s}, Now: f.clk.Now, Log: logTo(f.log)})
 }
 
 // eventually waits for cond (evaluated on rt's loop) for up to 5 s.
-func eventually(t *testing.T, rt *Runtime, what string, cond func(L *lua.LState) bool) {
+func eventually(t *testing.T, rt *runtime.Runtime, what string, cond func(L *lua.LState) bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -74,7 +76,7 @@ func eventually(t *testing.T, rt *Runtime, what string, cond func(L *lua.LState)
 
 // advanceUntil advances the clock by step until cond holds (the Engine arms
 // its timer asynchronously, so one Advance may come before it).
-func (f *schedFixture) advanceUntil(rt *Runtime, step time.Duration, what string, cond func(L *lua.LState) bool) {
+func (f *schedFixture) advanceUntil(rt *runtime.Runtime, step time.Duration, what string, cond func(L *lua.LState) bool) {
 	f.t.Helper()
 	f.advanceUntilGo(step, what, func() bool {
 		ok := false
@@ -108,7 +110,7 @@ func luaNum(L *lua.LState, src string) float64 {
 	return float64(n)
 }
 
-func luaStr(t *testing.T, rt *Runtime, src string) string {
+func luaStr(t *testing.T, rt *runtime.Runtime, src string) string {
 	t.Helper()
 	var s string
 	if err := rt.Do(func(L *lua.LState) error {
@@ -145,7 +147,7 @@ func TestSchedulerIntervalRunsEachFiringAsATask(t *testing.T) {
 	}
 	f.advanceUntil(rt, 500*time.Millisecond, "three firings", func(L *lua.LState) bool { return luaNum(L, "#fired") >= 3 })
 	for i := 1; i <= 3; i++ {
-		if got := int64(num(t, rt, "fired["+itoa(i)+"]")); got != clockStart+int64(i)*1000 {
+		if got := int64(num(t, rt, "fired["+strconv.Itoa(i)+"]")); got != clockStart+int64(i)*1000 {
 			t.Fatalf("firing %d scheduled at %d, want %d", i, got, clockStart+int64(i)*1000)
 		}
 	}
@@ -161,7 +163,7 @@ func TestSchedulerIntervalRunsEachFiringAsATask(t *testing.T) {
 }
 
 // num evaluates a Lua expression on rt's loop.
-func num(t *testing.T, rt *Runtime, src string) float64 {
+func num(t *testing.T, rt *runtime.Runtime, src string) float64 {
 	t.Helper()
 	var n float64
 	if err := rt.Do(func(L *lua.LState) error { n = luaNum(L, src); return nil }); err != nil {
@@ -202,7 +204,7 @@ func TestSchedulerCronFollowsTheTimezone(t *testing.T) {
 	// "* 0 * * *" is every minute of hour 0, not once a day: the clock is
 	// at 00:00 UTC, so the next three are 00:01, 00:02, 00:03.
 	for i := 1; i <= 3; i++ {
-		if got := int64(num(t, rt, "p["+itoa(i)+"]")); got != now.Add(time.Duration(i)*time.Minute).UnixMilli() {
+		if got := int64(num(t, rt, "p["+strconv.Itoa(i)+"]")); got != now.Add(time.Duration(i)*time.Minute).UnixMilli() {
 			t.Fatalf("preview[%d] = %d", i, got)
 		}
 	}
@@ -229,7 +231,7 @@ func TestSchedulerErrorsAreRetriedLoggedAndPassedToOnError(t *testing.T) {
 		func(L *lua.LState) bool { return luaNum(L, "#errs") >= 3 && luaNum(L, "#events") >= 3 })
 	fire := clockStart + 10000
 	for i, want := range []string{"1@", "2@", "3@"} {
-		if got := luaStr(t, rt, "attempts["+itoa(i+1)+"]"); got != want+itoa64(fire) {
+		if got := luaStr(t, rt, "attempts["+strconv.Itoa(i+1)+"]"); got != want+itoa64(fire) {
 			t.Fatalf("attempt %d = %q, want %q (a retry is the same firing)", i+1, got, want+itoa64(fire))
 		}
 	}
@@ -408,7 +410,7 @@ func TestSchedulerControl(t *testing.T) {
 func TestSchedulerTwoRuntimesShareATaskAndDetachOnClose(t *testing.T) {
 	f := newSchedFixture(t)
 	a, b := f.runtime(), f.runtime()
-	for _, rt := range []*Runtime{a, b} {
+	for _, rt := range []*runtime.Runtime{a, b} {
 		mustRun(t, rt, `runs = 0; shield.scheduler():interval("shared", 1000, function() runs = runs + 1 end, { distributed = true })`)
 	}
 	total := func() float64 { return num(t, a, "runs") + num(t, b, "runs") }
@@ -530,7 +532,7 @@ func TestSchedulerWorksOutsideTasks(t *testing.T) {
 }
 
 func TestSchedulerIsAbsentWithoutTheService(t *testing.T) {
-	rt := newTestRuntime(t, &Services{})
+	rt := newTestRuntime(t, &runtime.Services{})
 	mustRun(t, rt, `assert(shield.scheduler == nil)`)
 }
 
@@ -550,7 +552,7 @@ func schedStores(t *testing.T) map[string]func(*testing.T, *testclock.Clock) sch
 }
 
 // awaitIdle waits until rt holds nothing (Wait returns).
-func awaitIdle(t *testing.T, rt *Runtime, what string) {
+func awaitIdle(t *testing.T, rt *runtime.Runtime, what string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -560,7 +562,7 @@ func awaitIdle(t *testing.T, rt *Runtime, what string) {
 }
 
 // awaitBusy checks that rt is still held by something.
-func awaitBusy(t *testing.T, rt *Runtime, what string) {
+func awaitBusy(t *testing.T, rt *runtime.Runtime, what string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -617,7 +619,7 @@ func TestSchedulerTaskGoneElsewhereFreesTheRuntime(t *testing.T) {
 			mustRun(t, rb, `assert(shield.scheduler():remove("shared") == true)`)
 			awaitIdle(t, ra, "after another process removed its task")
 
-			for _, rt := range []*Runtime{ra, rb} {
+			for _, rt := range []*runtime.Runtime{ra, rb} {
 				mustRun(t, rt, `runs = 0; shield.scheduler():once("bonus", 1000, function() runs = runs + 1 end, { distributed = true })`)
 			}
 			awaitBusy(t, ra, "with a one-shot task pending")

@@ -169,7 +169,7 @@ func testEnableMessageBeforeApply(t *testing.T, b backend) {
 	cl.registerOn(0, node, "hb", every(t, time.Second), nil, log.run)
 	cl.advance(1500*time.Millisecond, 100*time.Millisecond)
 	do(t, node.Disable("hb"))
-	node.unsub() // deliver the message by hand, first
+	node.unsub()                 // deliver the message by hand, first
 	do(t, cl.es[1].Enable("hb")) // the Store's side of node's Enable
 	var next int64
 	if err := node.call(func() {

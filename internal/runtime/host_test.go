@@ -1,10 +1,10 @@
-package bindings
+package runtime
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -131,7 +131,7 @@ func TestCallFromManyGoroutines(t *testing.T) {
 func TestGoIsAsynchronous(t *testing.T) {
 	rt := newTestRuntime(t, nil)
 	mustRun(t, rt, `function slow(n) shield.sleep(100); return n * 2 end`)
-	before := runtime.NumGoroutine()
+	before := goruntime.NumGoroutine()
 	const n = 2000
 	results := make(chan float64, n)
 	for i := 0; i < n; i++ {
@@ -142,7 +142,7 @@ func TestGoIsAsynchronous(t *testing.T) {
 			results <- float64(vals[0].(lua.LNumber))
 		})
 	}
-	if grew := runtime.NumGoroutine() - before; grew > 100 {
+	if grew := goruntime.NumGoroutine() - before; grew > 100 {
 		t.Fatalf("%d goroutines for %d calls in flight", grew, n)
 	}
 	sum := 0.0

@@ -1,4 +1,4 @@
-package bindings
+package runtime
 
 import (
 	"errors"
@@ -17,11 +17,11 @@ import (
 // wait has a deadline, and the ones after the grace period share one: Close
 // returns within grace + killWait whatever the loop does.
 
-// killWait bounds how long Close waits for the loop once the grace period
+// KillWait bounds how long Close waits for the loop once the grace period
 // is over: the time for the interrupted tasks to unwind, for their releases
 // to reach Redis, or for a Go function that does not return to be given up
 // on.
-const killWait = 2 * time.Second
+const KillWait = 2 * time.Second
 
 // InterruptedTask is a task Close had to interrupt after its grace period,
 // and what it was doing then.
@@ -110,12 +110,12 @@ func (rt *Runtime) Close(grace time.Duration) {
 	var giveUp time.Time
 	select {
 	case <-idle:
-		giveUp = time.Now().Add(killWait)
+		giveUp = time.Now().Add(KillWait)
 	case <-timer.C:
-		giveUp = time.Now().Add(killWait)
+		giveUp = time.Now().Add(KillWait)
 		rt.interruptAlive(grace, giveUp)
 	}
-	rt.drain(min(killWait/2, time.Until(giveUp)))
+	rt.drain(min(KillWait/2, time.Until(giveUp)))
 	rt.cancel()
 	rt.mu.Lock()
 	rt.stopped = true

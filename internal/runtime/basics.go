@@ -1,4 +1,4 @@
-package bindings
+package runtime
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // shield.sleep, shield.spawn, shield.now_ms, shield.owner and shield.log.
 func (rt *Runtime) installBasics(lib *lua.LTable) {
 	L := rt.L
-	lib.RawSetString("sleep", rt.blocking(rt.sleep))
+	lib.RawSetString("sleep", rt.Blocking(rt.sleep))
 	lib.RawSetString("spawn", L.NewFunction(rt.spawn))
 	lib.RawSetString("now_ms", L.NewFunction(rt.nowMs))
 	lib.RawSetString("owner", L.NewFunction(rt.owner))
@@ -34,9 +34,9 @@ func (rt *Runtime) installBasics(lib *lua.LTable) {
 	lib.RawSetString("log", log)
 }
 
-// blocking wraps a Go function that may call Block in the Lua wrapper that
+// Blocking wraps a Go function that may call Block in the Lua wrapper that
 // unpacks its results and raises its asynchronous errors.
-func (rt *Runtime) blocking(fn lua.LGFunction) lua.LValue {
+func (rt *Runtime) Blocking(fn lua.LGFunction) lua.LValue {
 	L := rt.L
 	L.Push(rt.wrap)
 	L.Push(L.NewFunction(fn))
@@ -50,11 +50,11 @@ func (rt *Runtime) now() time.Time {
 	if rt.svc.Now != nil {
 		return rt.svc.Now()
 	}
-	return rt.clock().Now()
+	return rt.Clock().Now()
 }
 
-// clock is the runtime's timer source (Services.Clock, else the system's).
-func (rt *Runtime) clock() iclock.Clock { return iclock.OrReal(rt.svc.Clock) }
+// Clock is the runtime's timer source (Services.Clock, else the system's).
+func (rt *Runtime) Clock() iclock.Clock { return iclock.OrReal(rt.svc.Clock) }
 
 // shield.now_ms() -> Unix time in milliseconds.
 func (rt *Runtime) nowMs(L *lua.LState) int {
@@ -68,24 +68,24 @@ func (rt *Runtime) owner(L *lua.LState) int {
 	return 1
 }
 
-// maxSleep is the longest finite shield.sleep: about 31 years. Longer
+// MaxSleep is the longest finite shield.sleep: about 31 years. Longer
 // values are almost always a unit mistake (or an overflowing computation).
-const maxSleep = 1e12
+const MaxSleep = 1e12
 
 // shield.sleep(ms): suspends the calling task; 0 yields to other tasks;
 // math.huge sleeps until the runtime closes (the sleep then raises, so the
 // task ends instead of holding up the shutdown).
 func (rt *Runtime) sleep(L *lua.LState) int {
-	a := argsOf(L, "shield", "sleep")
-	ms := a.num(1)
+	a := ArgsOf(L, "shield", "sleep")
+	ms := a.Num(1)
 	switch {
 	case ms != ms || ms < 0:
-		a.bad(1, "milliseconds must be >= 0")
+		a.Bad(1, "milliseconds must be >= 0")
 	case ms >= math.MaxFloat64: // math.huge (gopher-lua's is MaxFloat64) or +inf
 		return rt.Block(L, "shield.sleep", func(w *Wait) func() { w.EndOnClose(); return nil })
-	case ms > maxSleep:
-		a.bad(1, fmt.Sprintf("milliseconds must be at most %.0f (about 31 years), got %s; use math.huge to sleep until the runtime closes",
-			float64(maxSleep), lua.LNumber(ms).String()))
+	case ms > MaxSleep:
+		a.Bad(1, fmt.Sprintf("milliseconds must be at most %.0f (about 31 years), got %s; use math.huge to sleep until the runtime closes",
+			float64(MaxSleep), lua.LNumber(ms).String()))
 	}
 	d := time.Duration(ms * float64(time.Millisecond))
 	return rt.Block(L, "shield.sleep", func(w *Wait) func() {
@@ -99,14 +99,14 @@ func (rt *Runtime) sleep(L *lua.LState) int {
 
 func noResults() ([]lua.LValue, error) { return nil, nil }
 
-// errClosing ends calls that would wait past the runtime's life.
-var errClosing = errors.New("the runtime is closing")
+// ErrClosing ends calls that would wait past the runtime's life.
+var ErrClosing = errors.New("the runtime is closing")
 
 // shield.spawn(fn, ...) starts fn(...) as a new task and returns at once.
 // An uncaught error in it is logged with its traceback.
 func (rt *Runtime) spawn(L *lua.LState) int {
-	a := argsOf(L, "shield", "spawn")
-	fn := a.function(1)
+	a := ArgsOf(L, "shield", "spawn")
+	fn := a.Function(1)
 	args := make([]lua.LValue, 0, L.GetTop()-1)
 	for i := 2; i <= L.GetTop(); i++ {
 		args = append(args, L.Get(i))
@@ -130,14 +130,14 @@ func (rt *Runtime) spawn(L *lua.LState) int {
 // shield.log.info(msg [, fields]) and friends: structured logging through
 // log/slog; fields is a table of attributes.
 func (rt *Runtime) logAt(L *lua.LState, name string, level slog.Level) int {
-	a := argsOf(L, "shield.log", name)
+	a := ArgsOf(L, "shield.log", name)
 	if L.Get(1) == lua.LNil {
-		a.bad(1, "message expected (a string, or any value tostring accepts), got "+a.got(1))
+		a.Bad(1, "message expected (a string, or any value tostring accepts), got "+a.Got(1))
 	}
 	msg := L.ToStringMeta(L.Get(1)).String()
 	var attrs []slog.Attr
 	if L.GetTop() >= 2 && L.Get(2) != lua.LNil {
-		fields := a.table(2)
+		fields := a.Table(2)
 		keys := make([]string, 0)
 		vals := map[string]lua.LValue{}
 		fields.ForEach(func(k, v lua.LValue) {

@@ -1,4 +1,4 @@
-package bindings
+package runtime
 
 import (
 	"context"
@@ -224,7 +224,7 @@ func (rt *Runtime) guarded(name string, inner lua.LValue, failed func() error) *
 		rt.pcallNamed(L, name, inner)
 		if failed != nil {
 			if err := failed(); err != nil {
-				raise(L, "%s: %s", name, err.Error())
+				Raise(L, "%s: %s", name, err.Error())
 			}
 		}
 		return L.GetTop()
@@ -307,7 +307,7 @@ func (rt *Runtime) pcallNamed(L *lua.LState, name string, inner lua.LValue) {
 	if err := L.PCall(base, lua.MultRet, nil); err != nil {
 		var api *lua.ApiError
 		if errors.As(err, &api) && api.Type == lua.ApiErrorPanic {
-			raise(L, "%s: panic: %s", name, lua.LVAsString(api.Object))
+			Raise(L, "%s: panic: %s", name, lua.LVAsString(api.Object))
 		}
 		msg := strings.TrimPrefix(lua.LVAsString(errorValue(err)), userWhere(L))
 		if strings.HasPrefix(msg, shieldlua.ChunkPrefix) { // raised at the prelude's wrapper
@@ -317,9 +317,9 @@ func (rt *Runtime) pcallNamed(L *lua.LState, name string, inner lua.LValue) {
 		}
 		if arg, ok := strings.CutPrefix(msg, "bad argument "); ok {
 			// gopher-luar's conversion error: name the function
-			raise(L, "bad argument %s", strings.Replace(arg, " to (anonymous) (", " to '"+name+"' (", 1))
+			Raise(L, "bad argument %s", strings.Replace(arg, " to (anonymous) (", " to '"+name+"' (", 1))
 		}
-		raise(L, "%s: %s", name, msg)
+		Raise(L, "%s: %s", name, msg)
 	}
 }
 
@@ -429,10 +429,10 @@ func (rt *Runtime) asyncFunction(name string, fn reflect.Value) lua.LValue {
 		captured = args
 		return nil
 	}).Interface())
-	return rt.blocking(func(L *lua.LState) int {
+	return rt.Blocking(func(L *lua.LState) int {
 		for i := 1; i <= L.GetTop(); i++ {
 			if what := luaOnly(L.Get(i), map[*lua.LTable]bool{}); what != "" {
-				raise(L, "bad argument #%d to '%s' (%s cannot be handed to an async host function)", i, name, what)
+				Raise(L, "bad argument #%d to '%s' (%s cannot be handed to an async host function)", i, name, what)
 			}
 		}
 		rt.pcallNamed(L, name, capture)

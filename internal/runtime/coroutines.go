@@ -1,4 +1,4 @@
-package bindings
+package runtime
 
 import (
 	lua "github.com/yuin/gopher-lua"
@@ -32,7 +32,7 @@ func (rt *Runtime) coCreate(L *lua.LState) int {
 func (rt *Runtime) busy(L *lua.LState) int {
 	co, ok := L.Get(1).(*lua.LState)
 	if !ok {
-		raise(L, "bad argument #1 to '%s' (coroutine expected, got %s)", L.Get(2).String(), L.Get(1).Type())
+		Raise(L, "bad argument #1 to '%s' (coroutine expected, got %s)", L.Get(2).String(), L.Get(1).Type())
 	}
 	if o := rt.parked[co]; o != nil {
 		L.Push(lua.LString("it is waiting in " + o.name))

@@ -1,8 +1,8 @@
-package bindings
+package runtime
 
 import (
 	"context"
-	"runtime"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -52,43 +52,6 @@ func TestBlockingInLuaCalledFromAnExposedGoFunctionRaises(t *testing.T) {
 	mustRun(t, rt, `shield.sleep(1); healthy = true`)
 }
 
-// Issue 20: acquiring a mutex that another task of the state holds, in a
-// Lua function an exposed Go function calls, raises "cannot block here"; it
-// used to wait synchronously for a release that could never come (the
-// holder cannot run while the loop waits): the runtime deadlocked for good.
-func TestLockInLuaCalledFromAnExposedGoFunctionRaises(t *testing.T) {
-	locks := testLocks()
-	rt, _ := lockRuntime(t, locks)
-	withEach(t, rt)
-	mustRun(t, rt, `
-		shield.spawn(function()
-			local m = shield.mutex("m")
-			assert(m:acquire())
-			holding = true
-			shield.sleep(math.huge)
-		end)
-		function from_task()
-			while not holding do shield.sleep(1) end
-			local m = shield.mutex("m")
-			local ok, err = pcall(each, function() m:acquire(60000) end)
-			assert(not ok, "acquired a lock another task holds")
-			assert(tostring(err):find("shield.mutex:acquire: cannot block here", 1, true), tostring(err))
-			-- a free lock still works there: it completes without waiting
-			local ok2, err2 = pcall(each, function() local f = shield.mutex("free"); assert(f:acquire()); assert(f:release()) end)
-			assert(ok2, tostring(err2))
-			return "raised"
-		end`)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	vals, err := rt.Call(ctx, "from_task")
-	if err != nil || len(vals) != 1 || vals[0].String() != "raised" {
-		t.Fatalf("want the acquire to raise, got %v %v", vals, err)
-	}
-	if st := locks.Stats(); st.Waiting != 0 {
-		t.Fatalf("a refused acquire left a waiter behind: %+v", st)
-	}
-}
-
 // sleeper runs `track(); shield.sleep(ms)` as a task through Call, lets it
 // park, then ends it by cancelling the call, and returns a weak pointer to
 // the task's thread once the runtime has no task left.
@@ -133,7 +96,7 @@ func TestAnEndedSleepStopsItsTimer(t *testing.T) {
 	rt := newTestRuntime(t, nil)
 	thread := sleeper(t, rt, "3600000")
 	for i := 0; i < 5 && thread.Value() != nil; i++ {
-		runtime.GC()
+		goruntime.GC()
 	}
 	if thread.Value() != nil {
 		t.Fatal("the ended task's thread is still referenced: its sleep's timer runs on")
@@ -158,7 +121,7 @@ func TestAnEndedEndlessSleepLeavesNothingBehind(t *testing.T) {
 		t.Fatalf("%d runtime-close callbacks registered after the task ended, want %d", n, before)
 	}
 	for i := 0; i < 5 && thread.Value() != nil; i++ {
-		runtime.GC()
+		goruntime.GC()
 	}
 	if thread.Value() != nil {
 		t.Fatal("the ended task's thread is still referenced")

@@ -1,4 +1,4 @@
-package bindings
+package runtime
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ type Task struct {
 	killedAt string
 	closed   bool // its pending call was ended by the closing runtime
 	// ends has the bits of the task-end hooks to run when it ends (see
-	// onTaskEnd): a capability marks a task that took something it must
+	// OnTaskEnd): a capability marks a task that took something it must
 	// give back (a lock hold, a reliable message).
 	ends uint32
 }
@@ -332,26 +332,32 @@ func (rt *Runtime) interruptGroup(g *Group, cause error) {
 	})
 }
 
-// onTaskEnd registers a capability's task-end hook, once, at install: fn
-// runs on the loop for every task marked with the returned bit (see
-// Task.mark) when it ends — normally, by an error, interrupted, or when the
-// runtime closes. Loop only.
-func (rt *Runtime) onTaskEnd(fn func(t *Task)) uint32 {
+// EndHook names a capability's task-end hook (see OnTaskEnd): one bit of
+// a task's ends.
+type EndHook uint32
+
+// OnTaskEnd registers a capability's task-end hook, once, at install: fn
+// runs on the loop for every task marked with the returned hook (see
+// MarkTask) when it ends — normally, by an error, interrupted, or when the
+// runtime closes. It is how a task gives back what it took that outlives a
+// blocking call (a lock hold, a reliable message); a pending call's own
+// cleanup is its cancel (see Block). Loop only.
+func (rt *Runtime) OnTaskEnd(fn func(t *Task)) EndHook {
 	if len(rt.endHooks) == 32 {
 		panic("shield: too many task-end hooks")
 	}
 	rt.endHooks = append(rt.endHooks, fn)
-	return 1 << (len(rt.endHooks) - 1)
+	return EndHook(1) << (len(rt.endHooks) - 1)
 }
 
-// mark makes the task-end hook of bit run when t ends (at once if t has
-// ended). Loop only.
-func (rt *Runtime) markTask(t *Task, bit uint32) {
+// MarkTask makes the task-end hook h run when t ends (at once if t has
+// ended). It sets a bit: nothing is registered per hold. Loop only.
+func (rt *Runtime) MarkTask(t *Task, h EndHook) {
 	if t.ended {
-		rt.endHooks[bits.TrailingZeros32(bit)](t)
+		rt.endHooks[bits.TrailingZeros32(uint32(h))](t)
 		return
 	}
-	t.ends |= bit
+	t.ends |= uint32(h)
 }
 
 func (rt *Runtime) runEndHooks(t *Task) {
@@ -361,6 +367,10 @@ func (rt *Runtime) runEndHooks(t *Task) {
 		rt.endHooks[i](t)
 	}
 }
+
+// ErrorMessage is the message of err, an error of L.PCall: the Lua error
+// value rendered as errorText does.
+func ErrorMessage(L *lua.LState, err error) string { return errorText(L, errorValue(err)) }
 
 // errorText renders an uncaught error value: a string as it is, a table
 // through its __tostring or as its fields ({code = 1}), anything else as Lua
@@ -408,3 +418,10 @@ func (rt *Runtime) panicWithTraceback(L *lua.LState) {
 // coroutine of it, executes the calling Lua code), or nil outside tasks.
 // Loop only.
 func (rt *Runtime) CurrentTask(*lua.LState) *Task { return rt.running }
+
+// Owner is the lock-owner id OwnerID gave t ("" when nothing asked for it:
+// the task took nothing under its name). Loop only.
+func (t *Task) Owner() string { return t.owner }
+
+// Ended reports whether t has ended. Loop only.
+func (t *Task) Ended() bool { return t.ended }

@@ -1,4 +1,4 @@
-package bindings
+package runtime
 
 import (
 	"fmt"
@@ -16,124 +16,133 @@ import (
 // line and the call as written: "file.lua:3: shield.global: bad argument #2
 // to 'set' (string expected, got number)".
 
-// args checks the arguments of one call. lib names the object
+// Args checks the arguments of one call. lib names the object
 // ("shield.global") and fn the function ("set").
-type args struct {
+type Args struct {
 	L       *lua.LState
-	lib, fn string
+	Lib, Fn string
 }
 
-func argsOf(L *lua.LState, lib, fn string) args { return args{L: L, lib: lib, fn: fn} }
+// ArgsOf checks the arguments of the call lib.fn made on L.
+func ArgsOf(L *lua.LState, lib, fn string) Args { return Args{L: L, Lib: lib, Fn: fn} }
 
-func (a args) bad(n int, msg string) {
-	raise(a.L, "%s: bad argument #%d to '%s' (%s)", a.lib, n, a.fn, msg)
+// Bad raises "bad argument #n to 'fn' (msg)"; it does not return.
+func (a Args) Bad(n int, msg string) {
+	Raise(a.L, "%s: bad argument #%d to '%s' (%s)", a.Lib, n, a.Fn, msg)
 }
 
-func (a args) typeError(n int, want string) {
-	a.bad(n, want+" expected, got "+a.got(n))
+// TypeError raises that argument n is not a want.
+func (a Args) TypeError(n int, want string) {
+	a.Bad(n, want+" expected, got "+a.Got(n))
 }
 
-// got names the type of argument n as Lua does ("no value" past the end).
-func (a args) got(n int) string {
+// Got names the type of argument n as Lua does ("no value" past the end).
+func (a Args) Got(n int) string {
 	if n > a.L.GetTop() {
 		return "no value"
 	}
 	return a.L.Get(n).Type().String()
 }
 
-// fail raises a plain error about this call.
-func (a args) fail(format string, v ...any) {
-	raise(a.L, "%s: %s: %s", a.lib, a.fn, fmt.Sprintf(format, v...))
+// Fail raises a plain error about this call.
+func (a Args) Fail(format string, v ...any) {
+	Raise(a.L, "%s: %s: %s", a.Lib, a.Fn, fmt.Sprintf(format, v...))
 }
 
-func (a args) str(n int) string {
+// Str is argument n, a string.
+func (a Args) Str(n int) string {
 	if s, ok := a.L.Get(n).(lua.LString); ok {
 		return string(s)
 	}
-	a.typeError(n, "string")
+	a.TypeError(n, "string")
 	return ""
 }
 
-// key is a non-empty string.
-func (a args) key(n int) string { return a.name(n, "key") }
+// Key is a non-empty string.
+func (a Args) Key(n int) string { return a.Name(n, "key") }
 
-// name is a non-empty string; what names it in the error ("channel").
-func (a args) name(n int, what string) string {
-	s := a.str(n)
+// Name is a non-empty string; what names it in the error ("channel").
+func (a Args) Name(n int, what string) string {
+	s := a.Str(n)
 	if s == "" {
-		a.bad(n, what+" must not be empty")
+		a.Bad(n, what+" must not be empty")
 	}
 	return s
 }
 
-func (a args) num(n int) float64 {
+// Num is argument n, a number.
+func (a Args) Num(n int) float64 {
 	if v, ok := a.L.Get(n).(lua.LNumber); ok {
 		return float64(v)
 	}
-	a.typeError(n, "number")
+	a.TypeError(n, "number")
 	return 0
 }
 
-func (a args) optNum(n int, def float64) float64 {
+// OptNum is argument n, a number, or def when it is nil or absent.
+func (a Args) OptNum(n int, def float64) float64 {
 	if a.L.Get(n) == lua.LNil {
 		return def
 	}
-	return a.num(n)
+	return a.Num(n)
 }
 
-// optMillis is an optional positive duration in milliseconds; 0 when absent.
-func (a args) optMillis(n int, what string) int64 {
+// OptMillis is an optional positive duration in milliseconds; 0 when absent.
+func (a Args) OptMillis(n int, what string) int64 {
 	if a.L.Get(n) == lua.LNil {
 		return 0
 	}
-	v := a.num(n)
+	v := a.Num(n)
 	if v <= 0 || v != v || v > 1e15 {
-		a.bad(n, fmt.Sprintf("%s must be a positive number of milliseconds, got %s", what, lua.LNumber(v).String()))
+		a.Bad(n, fmt.Sprintf("%s must be a positive number of milliseconds, got %s", what, lua.LNumber(v).String()))
 	}
 	return int64(math.Ceil(v)) // 0.5 ms is 1 ms, never "no expiry"
 }
 
-func (a args) table(n int) *lua.LTable {
+// Table is argument n, a table.
+func (a Args) Table(n int) *lua.LTable {
 	if t, ok := a.L.Get(n).(*lua.LTable); ok {
 		return t
 	}
-	a.typeError(n, "table")
+	a.TypeError(n, "table")
 	return nil
 }
 
-func (a args) function(n int) *lua.LFunction {
+// Function is argument n, a Lua function.
+func (a Args) Function(n int) *lua.LFunction {
 	if f, ok := a.L.Get(n).(*lua.LFunction); ok {
 		return f
 	}
-	a.typeError(n, "function")
+	a.TypeError(n, "function")
 	return nil
 }
 
-func (a args) self(n int, typ string) any {
+func (a Args) self(n int, typ string) any {
 	if ud, ok := a.L.Get(n).(*lua.LUserData); ok {
 		if mt, ok := ud.Metatable.(*lua.LTable); ok && mt.RawGetString("__name") == lua.LString(typ) {
 			return ud.Value
 		}
 	}
-	a.bad(n, typ+" expected, got "+a.got(n)+" (call it with ':')")
+	a.Bad(n, typ+" expected, got "+a.Got(n)+" (call it with ':')")
 	return nil
 }
 
-// selfAs is self with the Go value checked too: a userdata that only looks
-// like typ (newproxy(true) with __name set, or typ's metatable put on a
-// foreign userdata with debug.setmetatable) is an argument error, never a Go
-// panic.
-func selfAs[T any](a args, n int, typ string) T {
+// SelfAs is argument n as the self of type typ (a userdata whose
+// metatable's __name is typ), with the Go value checked too: a userdata
+// that only looks like typ (newproxy(true) with __name set, or typ's
+// metatable put on a foreign userdata with debug.setmetatable) is an
+// argument error, never a Go panic.
+func SelfAs[T any](a Args, n int, typ string) T {
 	v, ok := a.self(n, typ).(T)
 	if !ok {
-		a.bad(n, typ+" expected, got "+a.got(n)+" (call it with ':')")
+		a.Bad(n, typ+" expected, got "+a.Got(n)+" (call it with ':')")
 	}
 	return v
 }
 
-// raise raises a Lua error positioned at the user's code: the first stack
+// Raise raises a Lua error positioned at the user's code: the first stack
 // level that is not a Go function and not part of the embedded runtime.
-func raise(L *lua.LState, format string, v ...any) {
+func Raise(L *lua.LState, format string, v ...any) {
 	L.Error(lua.LString(userWhere(L)+fmt.Sprintf(format, v...)), 0)
 }
 
@@ -233,17 +242,17 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
 
-// setMethods makes methods the __index of a type's metatable mt. Looking up
+// SetMethods makes methods the __index of a type's metatable mt. Looking up
 // a method the type does not have raises an error naming the type and the
 // method ("shield.priority_queue has no method 'push_batch'") instead of
 // giving nil for a later "attempt to call a non-function object"; known
 // methods cost nothing more (the miss goes through methods' own metatable).
-func setMethods(L *lua.LState, mt, methods *lua.LTable) {
+func SetMethods(L *lua.LState, mt, methods *lua.LTable) {
 	miss := L.NewTable()
 	miss.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
 		name := L.Get(2)
 		if s, ok := name.(lua.LString); ok {
-			raise(L, "%s has no method '%s'", mt.RawGetString("__name").String(), string(s))
+			Raise(L, "%s has no method '%s'", mt.RawGetString("__name").String(), string(s))
 		}
 		return 0 // a non-string key (t[1]) is nil, as on any table
 	}))

@@ -1,4 +1,4 @@
-package bindings
+package runtime
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/shieldrt/shieldglobal/core/kv"
-	"github.com/shieldrt/shieldglobal/core/pubsub"
 	iclock "github.com/shieldrt/shieldglobal/internal/clock"
 )
 
@@ -57,30 +55,6 @@ func (o Owner) Node() string { return o.NodeID + ":" + strconv.FormatInt(o.Servi
 // Process is "node_id:service_id:instance": this process among all others
 // (its queue consumer name, its rate-limiter reports).
 func (o Owner) Process() string { return o.Node() + ":" + o.Instance }
-
-// Global backs shield.global(): the store, the process-local cache and
-// pub/sub. Shared by every runtime of the Module.
-type Global struct {
-	Store kv.Store
-	Bus   pubsub.Bus
-	// Inline is true when Store and Bus are in-process (the memory backend).
-	Inline bool
-	// Cache is nil when global.cache.enabled is false: get_cached reads through.
-	Cache *kv.Cache
-	// CacheTTL is the ttl of get_cached without one (global.cache.default_ttl).
-	CacheTTL time.Duration
-}
-
-// readThrough is the read-through cache protocol (core/kv) over Store and
-// Cache.
-func (g *Global) readThrough() kv.ReadThrough {
-	return kv.ReadThrough{Store: g.Store, Cache: g.Cache, TTL: g.CacheTTL}
-}
-
-// Evict drops key from the local cache. It reads Cache only: the cache
-// sync's subscription calls it from its own goroutine, and may do so
-// while the Module is still filling in Store.
-func (g *Global) Evict(key string) { kv.ReadThrough{Cache: g.Cache}.Written(key) }
 
 // OwnerID is the lock-owner identity of the task running L:
 // "node_id:service_id:coroutine-<instance>-N" (thread "main-<instance>"

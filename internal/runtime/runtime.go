@@ -1,7 +1,14 @@
-// Package bindings is the gopher-lua glue of shield_global: the per-state
-// runtime loop, the blocking-call protocol, and one file per capability that
-// checks arguments and converts values. Business logic lives in core/.
-package bindings
+// Package runtime is shield_global's Lua runtime: the per-state loop,
+// tasks, the one blocking primitive (Block, with Run and Go for store
+// operations), interrupts, frames and tracebacks, host calls. It knows no
+// capability: capabilities (package bindings) install into it through
+// Capability and use its small exported contract — Block/Wait, Run,
+// RunOutcome, Go, Spawn, Post, Log, Context, Clock, Args and SelfAs,
+// OnTaskEnd/MarkTask, Slot, Loop.
+//
+// The package is named runtime like its directory; files that also need
+// Go's runtime package import that one as goruntime.
+package runtime
 
 import (
 	"context"
@@ -42,7 +49,7 @@ type Runtime struct {
 	syncing atomic.Pointer[syncWait] // the call the loop waits in outside any task, if any
 
 	ctx context.Context // cancelled when the runtime stops or its module closes; in-flight work sees it
-	// modDone is closed when the module closes (nil: never); see moduleClosed.
+	// modDone is closed when the module closes (nil: never); see ModuleClosed.
 	modDone <-chan struct{}
 	cancel  context.CancelFunc
 	jobs    chan func()   // hands work to an idle worker
@@ -68,7 +75,7 @@ type Runtime struct {
 	running      *Task                       // the task being resumed now
 	parked       map[*lua.LState]*Wait       // coroutines of tasks inside a pending call
 	atOnce       *Wait                       // a call that may not wait, while it starts (see Block)
-	endHooks     []func(*Task)               // capabilities' task-end hooks (onTaskEnd)
+	endHooks     []func(*Task)               // capabilities' task-end hooks (OnTaskEnd)
 	owners       map[*lua.LState]*lua.LState // pcall workers -> the coroutine they run for (nil: main)
 	keepalive    int
 	idle         []chan struct{}
@@ -83,7 +90,7 @@ type Runtime struct {
 	lib                  *lua.LTable    // the shield module table
 	rawCreate            lua.LGFunction // gopher-lua's coroutine.create
 
-	locks *lockBinding // nil when the lock capability is off
+	slots []any // capabilities' per-runtime state (see Slot)
 
 	hostCtx context.Context // parent of async host calls' contexts (hostContext); loop only
 }
@@ -253,13 +260,10 @@ func (rt *Runtime) run(load func(*lua.LState) (*lua.LFunction, error), name stri
 // Safe from any goroutine; it does not wait on the loop.
 func (rt *Runtime) CallbackErrors() int { return int(rt.callbackErrs.Load()) }
 
-// callbackFailed logs a callback's uncaught error with its traceback and
-// counts it; the subscription (or schedule) carries on.
-func (rt *Runtime) callbackFailed(kind, name string, err error) {
-	rt.callbackErrs.Add(1)
-	if f := rt.svc.Observe.TaskFailed; f != nil {
-		f()
-	}
+// CallbackFailed logs a callback's uncaught error with its traceback and
+// counts it; the subscription (or schedule) carries on. Loop only.
+func (rt *Runtime) CallbackFailed(kind, name string, err error) {
+	rt.CountFailure()
 	rt.log.Error("shield: callback failed", "kind", kind, "name", name, "error", err.Error())
 }
 
@@ -311,10 +315,70 @@ func (rt *Runtime) Tasks() int { return int(rt.live.Load()) }
 // Library returns the shield table (what require("shield") returns).
 func (rt *Runtime) Library() *lua.LTable { return rt.lib }
 
-// moduleClosed returns the module's close error (store.ErrModuleClosed)
+// The contract of capability glue (bindings) beyond Block, Run, Go, Spawn,
+// Post and Args: the runtime's logger, context, clock, identity and
+// observers, the prelude's l:with helper, and a slot for per-runtime state.
+
+// Log is the runtime's logger (Services.Log, else slog.Default).
+func (rt *Runtime) Log() *slog.Logger { return rt.log }
+
+// Context ends when the runtime stops or its module closes; work a
+// capability starts for the runtime runs under it.
+func (rt *Runtime) Context() context.Context { return rt.ctx }
+
+// Owner is this process's identity (Services.Owner).
+func (rt *Runtime) Owner() Owner { return rt.svc.Owner }
+
+// Observers are the module's metric hooks (Services.Observe); any field may
+// be nil.
+func (rt *Runtime) Observers() *Observers { return &rt.svc.Observe }
+
+// With is the prelude's l:with helper (a Lua function: it calls a user
+// function between acquire and release, yield-safe).
+func (rt *Runtime) With() lua.LValue { return rt.with }
+
+// CountFailure counts a callback that raised (CallbackErrors, and the
+// TaskFailed observer) for a capability that logs the failure itself.
+// Loop only.
+func (rt *Runtime) CountFailure() {
+	rt.callbackErrs.Add(1)
+	if f := rt.svc.Observe.TaskFailed; f != nil {
+		f()
+	}
+}
+
+// Slot is a capability's place in every runtime, for state it keeps per
+// runtime (the lock capability's binding): an index into the runtime's
+// slots, not a map lookup. Make each slot once, in a package variable
+// (NewSlot); Get and Set are loop only.
+type Slot[T any] struct{ i int }
+
+var slotCount atomic.Int32
+
+// NewSlot reserves a slot in every runtime.
+func NewSlot[T any]() Slot[T] { return Slot[T]{i: int(slotCount.Add(1)) - 1} }
+
+// Get is what Set put in rt's slot s, nil if nothing.
+func (s Slot[T]) Get(rt *Runtime) *T {
+	if s.i < len(rt.slots) {
+		v, _ := rt.slots[s.i].(*T)
+		return v
+	}
+	return nil
+}
+
+// Set puts v into rt's slot s.
+func (s Slot[T]) Set(rt *Runtime, v *T) {
+	if s.i >= len(rt.slots) {
+		rt.slots = append(rt.slots, make([]any, s.i+1-len(rt.slots))...)
+	}
+	rt.slots[s.i] = v
+}
+
+// ModuleClosed returns the module's close error (store.ErrModuleClosed)
 // once the module closed, else nil: for the calls that run no store.Op
 // (an Op fails with it by itself). One non-blocking receive.
-func (rt *Runtime) moduleClosed() error {
+func (rt *Runtime) ModuleClosed() error {
 	select {
 	case <-rt.modDone:
 		return context.Cause(rt.svc.Context)

@@ -1,4 +1,4 @@
-package bindings
+package runtime
 
 import (
 	"errors"
@@ -89,7 +89,7 @@ func (w *Wait) After(d time.Duration, fn func()) {
 		w.rt.postSoon(run)
 		return
 	}
-	w.timer = w.rt.clock().AfterFunc(d, func() { w.Post(run) })
+	w.timer = w.rt.Clock().AfterFunc(d, func() { w.Post(run) })
 }
 
 // EndOnClose makes the call end with "the runtime is closing" when the
@@ -154,7 +154,7 @@ func (rt *Runtime) finishOp(w *Wait) {
 	if err != nil {
 		// A call the closing runtime ended ends its task without counting
 		// as a failure of the script.
-		t.closed = errors.Is(err, errClosing)
+		t.closed = errors.Is(err, ErrClosing)
 		rt.resume(t, rt.fail, lua.LString(opWhere(w)+w.name+": "+err.Error()))
 		return
 	}
@@ -166,7 +166,7 @@ func (rt *Runtime) finishOp(w *Wait) {
 func (rt *Runtime) endWaits() {
 	for _, t := range rt.threads {
 		if t != nil && t.waiting != nil && t.waiting.onClose {
-			t.waiting.endWith(errClosing)
+			t.waiting.endWith(ErrClosing)
 		}
 	}
 }
@@ -374,7 +374,7 @@ func (rt *Runtime) blockSync(L *lua.LState, w *Wait, start func(w *Wait) func())
 			select {
 			case <-s.signal:
 			case <-rt.ctx.Done():
-				w.endWith(errClosing)
+				w.endWith(ErrClosing)
 			}
 		}
 	}
@@ -385,17 +385,17 @@ func (rt *Runtime) blockSync(L *lua.LState, w *Wait, start func(w *Wait) func())
 
 func (rt *Runtime) refuseBlock(L *lua.LState, name string) {
 	if frameLayoutErr != nil {
-		raise(L, "%s: cannot block: %v (shield_global supports gopher-lua v1.1.2)", name, frameLayoutErr)
+		Raise(L, "%s: cannot block: %v (shield_global supports gopher-lua v1.1.2)", name, frameLayoutErr)
 	}
-	raise(L, "%s: %s", name, cannotBlock)
+	Raise(L, "%s: %s", name, cannotBlock)
 }
 
 func (rt *Runtime) returnResult(L *lua.LState, name string, r Result) int {
 	vals, err := r()
 	if err != nil {
-		raise(L, "%s: %s", name, err.Error())
+		Raise(L, "%s: %s", name, err.Error())
 	}
-	return pushAll(L, vals)
+	return PushAll(L, vals)
 }
 
 // Run runs a capability's operation for the Lua call name and returns its
@@ -513,8 +513,8 @@ func (rt *Runtime) worker(job func()) {
 	}
 }
 
-// pushAll pushes vals and returns how many, as an LGFunction returns.
-func pushAll(L *lua.LState, vals []lua.LValue) int {
+// PushAll pushes vals and returns how many, as an LGFunction returns.
+func PushAll(L *lua.LState, vals []lua.LValue) int {
 	for _, v := range vals {
 		L.Push(v)
 	}

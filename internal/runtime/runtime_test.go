@@ -1,4 +1,4 @@
-package bindings
+package runtime
 
 import (
 	"context"
@@ -321,21 +321,5 @@ func TestPlainYieldAtTaskTopLevelYieldsToOtherTasks(t *testing.T) {
 	}
 	if v := global(t, rt, "seq").String(); v != "ababab" {
 		t.Fatalf("seq = %q", v)
-	}
-}
-
-func TestLockObjectsDoNotAccumulate(t *testing.T) {
-	rt := newTestRuntime(t, &Services{Capabilities: []Capability{testLocks()}})
-	mustRun(t, rt, `
-		for i = 1, 200 do
-			local l = shield.mutex("m" .. i)
-			assert(l:acquire()); assert(l:release())
-			local d = shield.distributed_mutex("d" .. i, { ttl = 1000 })
-			assert(d:acquire(100)); assert(d:release())
-		end`)
-	var active int
-	_ = rt.Do(func(*lua.LState) error { active = activeLocks(rt); return nil })
-	if active != 0 {
-		t.Fatalf("%d released lock objects still tracked", active)
 	}
 }

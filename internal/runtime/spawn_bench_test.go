@@ -1,8 +1,8 @@
-package bindings
+package runtime
 
 import (
 	"fmt"
-	"runtime"
+	goruntime "runtime"
 	"testing"
 )
 
@@ -11,16 +11,16 @@ import (
 func BenchmarkSpawnParked(b *testing.B) {
 	rt := newTestRuntime(&testing.T{}, nil)
 	mustRun(&testing.T{}, rt, `shield.sleep(1)`)
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
+	goruntime.GC()
+	var before, after goruntime.MemStats
+	goruntime.ReadMemStats(&before)
 	b.ResetTimer()
 	if err := rt.RunString(spawnParked(b.N), "spawn.lua"); err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
+	goruntime.GC()
+	goruntime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N)/1024, "KB/task")
 }
 
