@@ -196,18 +196,21 @@ func (p *sim) roundsAfter(at time.Duration, n uint64) (time.Duration, bool) {
 }
 
 // cleanSlots returns the slots in [from, to) that start at least one lease
-// (an interval and its margin) after the last decision any of sims made
-// on an ended lease: the stretches where every process reported on time,
-// so the shares are the ones the protocol sets, not a hand-over of a late
-// reporter's share.
+// (an interval and its margin) after the last slot in which one of sims
+// decided on an ended lease or, while it ran, did not decide at all (its
+// driver starved of CPU): the stretches where every process reported on
+// time and spent its share, so the shares are the ones the protocol sets,
+// not a hand-over of a late reporter's share nor tokens waiting in a
+// stalled process's bucket (they go back to the pool at its next report).
 func cleanSlots(sims []*sim, from, to time.Duration) []int {
 	lease := simInterval + leaseMargin(simInterval)
-	last := -1 << 30 // slot of the latest lapse so far
+	last := -1 << 30 // slot of the latest lapse or stall so far
 	var out []int
 	for i := 0; i < int(to/slot); i++ {
 		for _, p := range sims {
 			p.mu.Lock()
-			if i < len(p.lapsed) && p.lapsed[i] > 0 {
+			running := i >= int(p.join/slot) && i < int(p.end/slot)
+			if i < len(p.lapsed) && (p.lapsed[i] > 0 || running && p.decided[i] == 0) {
 				last = i
 			}
 			p.mu.Unlock()
