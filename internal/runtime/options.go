@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -240,10 +241,14 @@ func NumberText(f float64) string {
 	return lua.LNumber(f).String()
 }
 
-// boundText writes a bound: 1e+15 rather than 1000000000000000.
+// boundText writes a bound: 1e+15 rather than 1000000000000000, and
+// 9007199254740992 rather than 9.007199254740992e+15.
 func boundText(f float64) string {
-	if f >= 1e12 {
+	if f >= 1e12 && f == math.Pow10(int(math.Round(math.Log10(f)))) {
 		return fmt.Sprintf("%g", f)
+	}
+	if f == math.Trunc(f) && !math.IsInf(f, 0) {
+		return strconv.FormatFloat(f, 'f', -1, 64)
 	}
 	return NumberText(f)
 }
