@@ -99,11 +99,16 @@ func NewOptSpec(opts ...Opt) *OptSpec {
 
 // With is a spec with the keys of s and more.
 func (s *OptSpec) With(more ...Opt) *OptSpec {
-	all := make([]Opt, 0, len(s.opts)+len(more))
+	return NewOptSpec(append(s.Opts(), more...)...)
+}
+
+// Opts are the keys of s, in the order they were declared.
+func (s *OptSpec) Opts() []Opt {
+	all := make([]Opt, 0, len(s.opts))
 	for _, name := range strings.Split(s.known, ", ") {
 		all = append(all, s.opts[s.byName[name]])
 	}
-	return NewOptSpec(append(all, more...)...)
+	return all
 }
 
 // Options reads the options table at argument n: nothing (false) when it
