@@ -203,7 +203,7 @@ func (b *lockBinding) makeObj(a runtime.Args, n int, kind string, spec lock.Spec
 func (b *lockBinding) newLock(L *lua.LState, kind string, scope lock.Scope, spin bool) int {
 	a := runtime.ArgsOf(L, "shield", kind[len("shield."):])
 	name := a.Key(1)
-	g, onLost := lockOptions(a, 2)
+	g, onLost := readLockOptions(a, 2)
 	L.Push(b.makeObj(a, 2, kind, lock.Spec{Name: name, Mode: lock.Exclusive, Scope: scope, Spin: spin, Given: g}, onLost))
 	return 1
 }
@@ -213,7 +213,7 @@ func (b *lockBinding) newLock(L *lua.LState, kind string, scope lock.Scope, spin
 func (b *lockBinding) newRW(L *lua.LState, typ string, scope lock.Scope) int {
 	a := runtime.ArgsOf(L, "shield", typ[len("shield."):])
 	name := a.Key(1)
-	g, onLost := lockOptions(a, 2)
+	g, onLost := readLockOptions(a, 2)
 	pair := L.NewTable()
 	side := func(mode lock.Mode) lock.Spec {
 		return lock.Spec{Name: name, Mode: mode, Scope: scope, ReadWrite: true, Given: g}
@@ -313,7 +313,7 @@ func acquireTimeout(a runtime.Args, lo *lockObj, n int) time.Duration {
 	}
 	v := a.Num(n)
 	if v < 0 || v != v || math.IsInf(v, 0) || v > maxMillis {
-		a.Bad(n, "timeout must be >= 0 milliseconds, got "+numberText(v))
+		a.Bad(n, "timeout must be >= 0 milliseconds, got "+runtime.NumberText(v))
 	}
 	if v == 0 {
 		return lock.TryOnce
@@ -714,7 +714,7 @@ func (b *lockBinding) mgr(L *lua.LState, fn string) int {
 	a := runtime.ArgsOf(L, lockManagerType, fn)
 	runtime.SelfAs[*lockBinding](a, 1, lockManagerType)
 	name := a.Key(2)
-	g, onLost := lockOptions(a, 3)
+	g, onLost := readLockOptions(a, 3)
 	ud := b.makeObj(a, 3, kindHandle, lock.Spec{Name: name, Mode: lock.Exclusive, Scope: lock.Distributed, Given: g}, onLost)
 	lo := ud.Value.(*lockObj)
 	timeout := lock.TryOnce

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -295,98 +292,56 @@ func (b *queueBinding) open(L *lua.LState, ctor, typ string, kind queue.Kind) in
 // Queue options: every kind takes the first two; reliable and broadcast
 // queues take the rest.
 var (
-	queueOptionNames  = []string{"max_length", "message_ttl"}
-	streamOptionNames = []string{"max_length", "message_ttl", "max_retries", "retry_delay", "visibility_timeout", "dead_letter"}
-	deadOptionNames   = []string{"enabled", "max_length", "ttl"}
+	queueOptions = runtime.NewOptSpec(
+		runtime.Opt{Name: "max_length", Kind: runtime.OptWhole, Min: 1, Max: maxQueueCount},
+		runtime.Opt{Name: "message_ttl", Kind: runtime.OptMillis, Min: 0, Max: maxWaitMillis},
+	)
+	streamOptions = queueOptions.With(
+		runtime.Opt{Name: "max_retries", Kind: runtime.OptWhole, Min: 0, Max: maxQueueCount},
+		runtime.Opt{Name: "retry_delay", Kind: runtime.OptMillis, Min: 0, Max: maxWaitMillis},
+		runtime.Opt{Name: "visibility_timeout", Kind: runtime.OptMillis, Min: 1, Max: maxWaitMillis},
+		runtime.Opt{Name: "dead_letter", Kind: runtime.OptTable, Sub: runtime.NewOptSpec(
+			runtime.Opt{Name: "enabled", Kind: runtime.OptBoolean},
+			runtime.Opt{Name: "max_length", Kind: runtime.OptWhole, Min: 1, Max: maxQueueCount},
+			runtime.Opt{Name: "ttl", Kind: runtime.OptMillis, Min: 0, Max: maxWaitMillis},
+		)},
+	)
 )
 
 // options reads a queue's options table at n (optional) over the queue
 // config's defaults.
 func (b *queueBinding) options(a runtime.Args, n int, kind queue.Kind) queue.Options {
 	o := edge.QueueOptions(b.svc.Config)
-	if a.L.Get(n) == lua.LNil {
-		return o
-	}
-	t := a.Table(n)
-	known := queueOptionNames
+	spec := queueOptions
 	if kind == queue.KindReliable || kind == queue.KindBroadcast {
-		known = streamOptionNames
+		spec = streamOptions
 	}
-	bad := func(format string, v ...any) { a.Bad(n, fmt.Sprintf(format, v...)) }
-	t.ForEach(func(k, v lua.LValue) {
-		key, _ := k.(lua.LString)
-		if !slices.Contains(known, string(key)) {
-			bad("unknown option %s (known: %s)", quoteKey(k), strings.Join(known, ", "))
-		}
+	a.Options(n, spec, func(key string, v lua.LValue) {
+		whole := func() int { return int(v.(lua.LNumber)) }
 		switch key {
 		case "max_length":
-			o.MaxLength = optInt(bad, "max_length", v, 1)
+			o.MaxLength = whole()
 		case "message_ttl":
-			o.MessageTTL = optMillis(bad, "message_ttl", v, 0)
+			o.MessageTTL = runtime.Millis(v)
 		case "max_retries":
-			o.MaxRetries = optInt(bad, "max_retries", v, 0)
+			o.MaxRetries = whole()
 		case "retry_delay":
-			o.RetryDelay = optMillis(bad, "retry_delay", v, 0)
+			o.RetryDelay = runtime.Millis(v)
 		case "visibility_timeout":
-			o.VisibilityTimeout = optMillis(bad, "visibility_timeout", v, 1)
-		case "dead_letter":
-			dt, ok := v.(*lua.LTable)
-			if !ok {
-				bad("option dead_letter: table expected, got %s", v.Type())
-			}
-			dt.ForEach(func(k, v lua.LValue) {
-				key, _ := k.(lua.LString)
-				switch key {
-				case "enabled":
-					on, ok := v.(lua.LBool)
-					if !ok {
-						bad("option dead_letter.enabled: boolean expected, got %s", v.Type())
-					}
-					o.DeadLetter.Enabled = bool(on)
-				case "max_length":
-					o.DeadLetter.MaxLength = optInt(bad, "dead_letter.max_length", v, 1)
-				case "ttl":
-					o.DeadLetter.TTL = optMillis(bad, "dead_letter.ttl", v, 0)
-				default:
-					bad("unknown option dead_letter.%s (known: %s)", quoteKey(k), strings.Join(deadOptionNames, ", "))
-				}
-			})
+			o.VisibilityTimeout = runtime.Millis(v)
+		case "dead_letter.enabled":
+			o.DeadLetter.Enabled = v == lua.LTrue
+		case "dead_letter.max_length":
+			o.DeadLetter.MaxLength = whole()
+		case "dead_letter.ttl":
+			o.DeadLetter.TTL = runtime.Millis(v)
 		}
 	})
 	return o
 }
 
-func quoteKey(k lua.LValue) string {
-	if s, ok := k.(lua.LString); ok {
-		return fmt.Sprintf("%q", string(s))
-	}
-	return k.Type().String() + " key " + k.String()
-}
-
 // maxQueueCount bounds integer options (lengths, retries).
 const maxQueueCount = 1 << 31
-
-func optInt(bad func(string, ...any), key string, v lua.LValue, min float64) int {
-	f, ok := v.(lua.LNumber)
-	if !ok {
-		bad("option %s: number expected, got %s", key, v.Type())
-	}
-	if float64(f) < min || float64(f) > maxQueueCount || float64(f) != math.Trunc(float64(f)) {
-		bad("option %s must be a whole number >= %v, got %s", key, min, f.String())
-	}
-	return int(f)
-}
-
-func optMillis(bad func(string, ...any), key string, v lua.LValue, min float64) time.Duration {
-	f, ok := v.(lua.LNumber)
-	if !ok {
-		bad("option %s: number of milliseconds expected, got %s", key, v.Type())
-	}
-	if float64(f) < min || f != f || float64(f) > maxWaitMillis {
-		bad("option %s must be >= %v milliseconds (and at most %.0f), got %s", key, min, float64(maxWaitMillis), f.String())
-	}
-	return time.Duration(math.Ceil(float64(f))) * time.Millisecond
-}
 
 // maxWaitMillis bounds every duration argument: about 31 years, like
 // shield.sleep. Longer values are unit mistakes (or overflow time.Duration).

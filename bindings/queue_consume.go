@@ -38,31 +38,16 @@ type queueConsumer struct {
 	forgetClose func()
 }
 
-var consumeOptionNames = []string{"concurrency"}
-
 // maxConcurrency bounds consume's concurrency (each slot may hold a
 // message and a task).
 const maxConcurrency = 10000
 
-// consumeOptions reads consume's / subscribe's options table at n.
-func consumeOptions(a runtime.Args, n int) int {
-	if a.L.Get(n) == lua.LNil {
-		return 1
-	}
-	t := a.Table(n)
+var consumeOptions = runtime.NewOptSpec(runtime.Opt{Name: "concurrency", Kind: runtime.OptWhole, Min: 1, Max: maxConcurrency})
+
+// readConsumeOptions reads consume's / subscribe's options table at n.
+func readConsumeOptions(a runtime.Args, n int) int {
 	conc := 1
-	t.ForEach(func(k, v lua.LValue) {
-		switch k {
-		case lua.LString("concurrency"):
-			f, ok := v.(lua.LNumber)
-			if !ok || f < 1 || f > maxConcurrency || float64(f) != float64(int64(f)) {
-				a.Bad(n, fmt.Sprintf("option concurrency must be a whole number from 1 to %d, got %s", maxConcurrency, v.String()))
-			}
-			conc = int(f)
-		default:
-			a.Bad(n, fmt.Sprintf("unknown option %s (known: concurrency)", quoteKey(k)))
-		}
-	})
+	a.Options(n, consumeOptions, func(_ string, v lua.LValue) { conc = int(v.(lua.LNumber)) })
 	return conc
 }
 
@@ -106,7 +91,7 @@ func (c *queueConsumer) options(concurrency int) queue.ConsumeOptions {
 func (o *queueObj) consume(a runtime.Args) int {
 	label := a.Name(2, "consumer name")
 	fn := a.Function(3)
-	conc := consumeOptions(a, 4)
+	conc := readConsumeOptions(a, 4)
 	if o.kind == queue.KindBroadcast {
 		return o.startSubscribe(a, label, fn, conc)
 	}
@@ -137,7 +122,7 @@ func (o *queueObj) consume(a runtime.Args) int {
 func (o *queueObj) subscribe(a runtime.Args) int {
 	group := a.Name(2, "group")
 	fn := a.Function(3)
-	return o.startSubscribe(a, group, fn, consumeOptions(a, 4))
+	return o.startSubscribe(a, group, fn, readConsumeOptions(a, 4))
 }
 
 func (o *queueObj) startSubscribe(a runtime.Args, group string, fn *lua.LFunction, conc int) int {

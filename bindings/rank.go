@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,7 +131,18 @@ type rankBinding struct {
 
 // ---- shield.rank(name [, opts])
 
-var rankOptionNames = []string{"max_members", "ties", "reset", "reset_time", "archive", "distributed"}
+var (
+	rankOptions = runtime.NewOptSpec(
+		runtime.Opt{Name: "max_members", Kind: runtime.OptWhole, Min: 1, Max: math.MaxInt32},
+		runtime.Opt{Name: "ties", Kind: runtime.OptString},
+		runtime.Opt{Name: "reset", Kind: runtime.OptString},
+		runtime.Opt{Name: "reset_time", Kind: runtime.OptString},
+		runtime.Opt{Name: "archive", Kind: runtime.OptBoolean},
+		runtime.Opt{Name: "distributed", Kind: runtime.OptBoolean},
+	)
+	updateOptions = runtime.NewOptSpec(runtime.Opt{Name: "mode", Kind: runtime.OptString})
+	swapOptions   = runtime.NewOptSpec(runtime.Opt{Name: "expect", Kind: runtime.OptTable})
+)
 
 // maxRankCount bounds every count and rank argument: large enough for any
 // board, small enough to stay exact as a Lua number and an int.
@@ -147,44 +157,38 @@ func (b *rankBinding) open(L *lua.LState) int {
 	o := rank.Options{MaxMembers: b.r.MaxMembers}
 	plan := rank.ResetPlan{Archive: b.r.Archive, Distributed: true}
 	var resetOnly []string // reset options given without reset
-	if L.Get(2) != lua.LNil {
-		forOptions(a, 2, rankOptionNames, func(key string, v lua.LValue) {
-			switch key {
-			case "max_members":
-				o.MaxMembers = int(optInteger(a, 2, key, v, 1, math.MaxInt32))
-			case "ties":
-				s := optString(a, 2, key, v)
-				t, err := rank.ParseTies(s)
-				if err != nil {
-					a.Bad(2, fmt.Sprintf(`option ties must be "reach" or "uid", got %q`, s))
-				}
-				o.Ties = t
-			case "reset":
-				s := optString(a, 2, key, v)
-				p, ok := rank.ParsePeriod(s)
-				if !ok {
-					a.Bad(2, fmt.Sprintf(`option reset must be "daily", "weekly" or "monthly", got %q`, s))
-				}
-				plan.Period = p
-			case "reset_time":
-				s := optString(a, 2, key, v)
-				h, m, ok := rank.ParseResetTime(s)
-				if !ok {
-					a.Bad(2, fmt.Sprintf(`option reset_time must be "HH:MM" (UTC, 00:00 to 23:59), got %q`, s))
-				}
-				plan.Hour, plan.Minute = h, m
-				resetOnly = append(resetOnly, key)
-			case "archive":
-				plan.Archive = optBool(a, 2, key, v)
-				resetOnly = append(resetOnly, key)
-			case "distributed":
-				plan.Distributed = optBool(a, 2, key, v)
-				resetOnly = append(resetOnly, key)
+	a.Options(2, rankOptions, func(key string, v lua.LValue) {
+		switch key {
+		case "max_members":
+			o.MaxMembers = int(v.(lua.LNumber))
+		case "ties":
+			t, err := rank.ParseTies(v.String())
+			if err != nil {
+				a.BadOption(2, key, `must be "reach" or "uid", got %q`, v.String())
 			}
-		})
-	}
+			o.Ties = t
+		case "reset":
+			p, ok := rank.ParsePeriod(v.String())
+			if !ok {
+				a.BadOption(2, key, `must be "daily", "weekly" or "monthly", got %q`, v.String())
+			}
+			plan.Period = p
+		case "reset_time":
+			h, m, ok := rank.ParseResetTime(v.String())
+			if !ok {
+				a.BadOption(2, key, `must be "HH:MM" (UTC, 00:00 to 23:59), got %q`, v.String())
+			}
+			plan.Hour, plan.Minute = h, m
+			resetOnly = append(resetOnly, key)
+		case "archive":
+			plan.Archive = v == lua.LTrue
+			resetOnly = append(resetOnly, key)
+		case "distributed":
+			plan.Distributed = v == lua.LTrue
+			resetOnly = append(resetOnly, key)
+		}
+	})
 	if plan.Period == "" && len(resetOnly) > 0 {
-		sort.Strings(resetOnly)
 		a.Bad(2, fmt.Sprintf("option %s needs the reset option", strings.Join(resetOnly, ", ")))
 	}
 	board, err := b.r.Backend.Board(name, o)
@@ -218,56 +222,6 @@ func (b *rankBinding) open(L *lua.LState) int {
 		}
 		return handle(L), nil
 	})
-}
-
-// forOptions calls set for every key of the options table at n, refusing
-// keys that are not in known (naming the known ones).
-func forOptions(a runtime.Args, n int, known []string, set func(key string, v lua.LValue)) {
-	t := a.Table(n)
-	t.ForEach(func(k, v lua.LValue) {
-		key, ok := k.(lua.LString)
-		if !ok || !contains(known, string(key)) {
-			a.Bad(n, fmt.Sprintf("unknown option %s (known: %s)", describe(k), strings.Join(known, ", ")))
-		}
-		set(string(key), v)
-	})
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func optString(a runtime.Args, n int, key string, v lua.LValue) string {
-	s, ok := v.(lua.LString)
-	if !ok {
-		a.Bad(n, fmt.Sprintf("option %s: string expected, got %s", key, v.Type()))
-	}
-	return string(s)
-}
-
-func optBool(a runtime.Args, n int, key string, v lua.LValue) bool {
-	bv, ok := v.(lua.LBool)
-	if !ok {
-		a.Bad(n, fmt.Sprintf("option %s: boolean expected, got %s", key, v.Type()))
-	}
-	return bool(bv)
-}
-
-func optInteger(a runtime.Args, n int, key string, v lua.LValue, min, max float64) float64 {
-	f, ok := v.(lua.LNumber)
-	if !ok {
-		a.Bad(n, fmt.Sprintf("option %s: number expected, got %s", key, v.Type()))
-	}
-	x := float64(f)
-	if x != math.Trunc(x) || x < min || x > max {
-		a.Bad(n, fmt.Sprintf("option %s must be an integer from %.0f to %.0f, got %s", key, min, max, f.String()))
-	}
-	return x
 }
 
 // describe renders a Lua value for an error message: strings quoted,
@@ -404,16 +358,13 @@ func (b *rankBinding) update(L *lua.LState) int {
 	uid := uidArg(a, 2)
 	score := scoreArg(a, 3, "score")
 	mode := rank.ModeSet
-	if L.Get(4) != lua.LNil {
-		forOptions(a, 4, []string{"mode"}, func(key string, v lua.LValue) {
-			s, ok := v.(lua.LString)
-			m, err := rank.ParseMode(string(s))
-			if !ok || err != nil {
-				a.Bad(4, fmt.Sprintf(`option mode must be "set", "max" or "min", got %s`, describe(v)))
-			}
-			mode = m
-		})
-	}
+	a.Options(4, updateOptions, func(key string, v lua.LValue) {
+		m, err := rank.ParseMode(v.String())
+		if err != nil {
+			a.BadOption(4, key, `must be "set", "max" or "min", got %q`, v.String())
+		}
+		mode = m
+	})
 	return runtime.Run(b.rt, L, rankCall("update"), bd.Update(uid, score, mode), pushUpdated(true))
 }
 
@@ -488,11 +439,9 @@ func (b *rankBinding) swap(L *lua.LState) int {
 		a.Bad(3, fmt.Sprintf("the two uids must differ, got %q twice", ua))
 	}
 	var expect *rank.Expect
-	if L.Get(4) != lua.LNil {
-		forOptions(a, 4, []string{"expect"}, func(_ string, v lua.LValue) {
-			expect = expectArg(a, 4, v, ua, ub)
-		})
-	}
+	a.Options(4, swapOptions, func(_ string, v lua.LValue) {
+		expect = expectArg(a, 4, v.(*lua.LTable), ua, ub)
+	})
 	return runtime.RunOutcome(b.rt, L, rankCall("swap"), bd.Swap(ua, ub, expect), func(_ *lua.LState, s rank.Swapped, err error) ([]lua.LValue, error) {
 		switch {
 		case errors.Is(err, rank.ErrNotFound):
@@ -507,11 +456,7 @@ func (b *rankBinding) swap(L *lua.LState) int {
 }
 
 // expectArg reads {[a] = score_a, [b] = score_b}: exactly the two uids.
-func expectArg(a runtime.Args, n int, v lua.LValue, ua, ub string) *rank.Expect {
-	t, ok := v.(*lua.LTable)
-	if !ok {
-		a.Bad(n, "option expect: table expected, got "+v.Type().String())
-	}
+func expectArg(a runtime.Args, n int, t *lua.LTable, ua, ub string) *rank.Expect {
 	var e rank.Expect
 	seen := 0
 	t.ForEach(func(k, v lua.LValue) {

@@ -86,7 +86,14 @@ func installRateLimiter(rt *runtime.Runtime, lib *lua.LTable, lim *Limiters) {
 
 // ---- construction and options
 
-var limiterOptionNames = []string{"algorithm", "burst", "max_requests", "rate", "sliding", "window"}
+var limiterOptions = runtime.NewOptSpec(
+	runtime.Opt{Name: "algorithm", Kind: runtime.OptString},
+	runtime.Opt{Name: "burst", Kind: runtime.OptNumber},
+	runtime.Opt{Name: "max_requests", Kind: runtime.OptWhole, Min: 1, Max: maxCount},
+	runtime.Opt{Name: "rate", Kind: runtime.OptNumber},
+	runtime.Opt{Name: "sliding", Kind: runtime.OptBoolean},
+	runtime.Opt{Name: "window", Kind: runtime.OptMillis, Min: 1, Max: float64(runtime.MaxSleep)},
+)
 
 // maxCount bounds request counts and max_requests: integers a Lua number
 // holds exactly.
@@ -126,57 +133,34 @@ func (b *limiterBinding) newLimiter(L *lua.LState) int {
 // algorithm (ratelimit.Resolve). Every check names the option; the core
 // checks the same rules again.
 func (b *limiterBinding) parseOpts(a runtime.Args, n int) ratelimit.Options {
-	t := a.Table(n)
-	bad := func(format string, v ...any) { a.Bad(n, fmt.Sprintf(format, v...)) }
-	num := func(key string, v lua.LValue) float64 {
-		f, ok := v.(lua.LNumber)
-		if !ok {
-			bad("option %s: number expected, got %s", key, v.Type())
-		}
-		return float64(f)
+	if a.L.Get(n) == lua.LNil {
+		a.TypeError(n, "table")
 	}
 	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) && x < math.MaxFloat64 }
 	var o ratelimit.Options
 	var algorithm string
 	var sliding lua.LValue = lua.LNil
-	t.ForEach(func(k, v lua.LValue) {
-		key, _ := k.(lua.LString)
-		switch string(key) {
+	a.Options(n, limiterOptions, func(key string, v lua.LValue) {
+		f, _ := v.(lua.LNumber)
+		switch key {
 		case "rate":
-			if o.Rate = num("rate", v); !(o.Rate > 0) || !finite(o.Rate) {
-				bad("option rate must be a finite number > 0 (tokens per second), got %s", v.String())
+			if o.Rate = float64(f); !(o.Rate > 0) || !finite(o.Rate) {
+				a.BadOption(n, key, "must be a finite number > 0 (tokens per second), got %s", runtime.NumberText(o.Rate))
 			}
 		case "burst":
-			if o.Burst = num("burst", v); !(o.Burst >= 1) || !finite(o.Burst) {
-				bad("option burst must be a finite number >= 1, got %s", v.String())
+			if o.Burst = float64(f); !(o.Burst >= 1) || !finite(o.Burst) {
+				a.BadOption(n, key, "must be a finite number >= 1, got %s", runtime.NumberText(o.Burst))
 			}
 		case "window":
-			ms := num("window", v)
-			if !(ms >= 1) || ms > runtime.MaxSleep {
-				bad("option window must be at least 1 and at most %.0f (milliseconds), got %s", float64(runtime.MaxSleep), v.String())
-			}
-			o.Window = time.Duration(ms * float64(time.Millisecond))
+			o.Window = time.Duration(float64(f) * float64(time.Millisecond))
 		case "max_requests":
-			m := num("max_requests", v)
-			if !(m >= 1) || m != math.Trunc(m) || m > maxCount {
-				bad("option max_requests must be an integer >= 1, got %s", v.String())
-			}
-			o.MaxRequests = int64(m)
+			o.MaxRequests = int64(f)
 		case "sliding":
-			if _, ok := v.(lua.LBool); !ok {
-				bad("option sliding: boolean expected, got %s", v.Type())
-			}
 			sliding = v
 		case "algorithm":
-			s, ok := v.(lua.LString)
-			if !ok {
-				bad("option algorithm: string expected, got %s", v.Type())
+			if algorithm = v.String(); algorithm != config.AlgorithmTokenBucket && algorithm != config.AlgorithmSlidingWindow {
+				a.BadOption(n, key, "must be %q or %q, got %q", config.AlgorithmTokenBucket, config.AlgorithmSlidingWindow, algorithm)
 			}
-			if algorithm = string(s); algorithm != config.AlgorithmTokenBucket && algorithm != config.AlgorithmSlidingWindow {
-				bad("option algorithm must be %q or %q, got %q", config.AlgorithmTokenBucket, config.AlgorithmSlidingWindow, algorithm)
-			}
-		default:
-			bad("unknown option %q (known: %s)", k.String(), strings.Join(limiterOptionNames, ", "))
 		}
 	})
 
@@ -190,7 +174,7 @@ func (b *limiterBinding) parseOpts(a runtime.Args, n int) ratelimit.Options {
 	}
 	o, err := ratelimit.Resolve(g, b.lim.Algorithm)
 	if err != nil {
-		bad("%s", err.Error())
+		a.Bad(n, err.Error())
 	}
 	return o
 }

@@ -90,7 +90,7 @@ func (b *schedBinding) register(L *lua.LState, a runtime.Args, s scheduler.Sched
 	if L.Get(5) != lua.LNil {
 		t = a.Table(5)
 	}
-	o := parseTaskOpts(b.s.Engine.DefaultOptions(), t, nil, func(msg string) { a.Bad(5, msg) })
+	o := parseTaskOpts(b.s.Engine.DefaultOptions(), t, taskOptions, func(msg string) { a.Bad(5, msg) })
 	return b.registerTask(L, a.Fn, name, s, fn, o, func(err error) error { return err })
 }
 

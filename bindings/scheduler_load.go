@@ -66,8 +66,6 @@ func (b *schedBinding) loader() lua.LValue {
 	return v
 }
 
-var taskFileKeys = map[string]bool{"name": true, "expression": true, "handle": true}
-
 // prepareFiles(self, dir [, opts]) -> { taskFile userdata, ... }. dir is
 // a directory or a list of them; opts: recursive (bool), skip (a glob or a
 // list of globs, matched against each entry's name and its path under the
@@ -89,10 +87,7 @@ func (b *schedBinding) prepareFiles(L *lua.LState) int {
 	} else {
 		dirs = []string{a.Name(2, "directory")}
 	}
-	var lo loadOpts
-	if L.Get(3) != lua.LNil {
-		lo = b.loadOptions(a, a.Table(3))
-	}
+	lo := readLoadOptions(a)
 	var files []string
 	for _, dir := range dirs {
 		fs, err := lo.taskFiles(dir)
@@ -123,38 +118,36 @@ type loadOpts struct {
 	skip      []string
 }
 
-// loadOptions reads load's options table (argument #3).
-func (b *schedBinding) loadOptions(a runtime.Args, t *lua.LTable) loadOpts {
+var loadOptions = runtime.NewOptSpec(
+	runtime.Opt{Name: "recursive", Kind: runtime.OptBoolean},
+	runtime.Opt{Name: "skip", Kind: runtime.OptAny}, // a glob or a list of globs
+)
+
+// readLoadOptions reads load's options table (argument #3, optional).
+func readLoadOptions(a runtime.Args) loadOpts {
 	var lo loadOpts
-	t.ForEach(func(k, v lua.LValue) {
-		switch k.String() {
-		case "recursive":
-			bv, ok := v.(lua.LBool)
+	a.Options(3, loadOptions, func(key string, v lua.LValue) {
+		if key == "recursive" {
+			lo.recursive = v == lua.LTrue
+			return
+		}
+		var pats []lua.LValue
+		if list, ok := v.(*lua.LTable); ok {
+			for i := 1; i <= list.Len(); i++ {
+				pats = append(pats, list.RawGetInt(i))
+			}
+		} else {
+			pats = []lua.LValue{v}
+		}
+		for _, p := range pats {
+			ps, ok := p.(lua.LString)
 			if !ok {
-				a.Bad(3, fmt.Sprintf("recursive must be a boolean, got %s", describeValue(v)))
+				a.BadOption(3, key, "must be a glob or a list of globs, got %s", describeValue(p))
 			}
-			lo.recursive = bool(bv)
-		case "skip":
-			var pats []lua.LValue
-			if list, ok := v.(*lua.LTable); ok {
-				for i := 1; i <= list.Len(); i++ {
-					pats = append(pats, list.RawGetInt(i))
-				}
-			} else {
-				pats = []lua.LValue{v}
+			if _, err := path.Match(string(ps), ""); err != nil {
+				a.BadOption(3, key, "%q: %v", string(ps), err)
 			}
-			for _, p := range pats {
-				ps, ok := p.(lua.LString)
-				if !ok {
-					a.Bad(3, fmt.Sprintf("skip must be a glob or a list of globs, got %s", describeValue(p)))
-				}
-				if _, err := path.Match(string(ps), ""); err != nil {
-					a.Bad(3, fmt.Sprintf("skip %q: %v", string(ps), err))
-				}
-				lo.skip = append(lo.skip, string(ps))
-			}
-		default:
-			a.Bad(3, fmt.Sprintf("unknown option %q (known: recursive, skip)", k.String()))
+			lo.skip = append(lo.skip, string(ps))
 		}
 	})
 	return lo
@@ -240,7 +233,7 @@ func (b *schedBinding) readTaskFile(L *lua.LState, a runtime.Args, file string) 
 	if tf.handle, ok = t.RawGetString("handle").(*lua.LFunction); !ok {
 		bad("handle must be a function, got %s", t.RawGetString("handle").Type())
 	}
-	tf.opts = parseTaskOpts(b.s.Engine.DefaultOptions(), t, taskFileKeys, func(msg string) { bad("%s", msg) })
+	tf.opts = parseTaskOpts(b.s.Engine.DefaultOptions(), t, taskFileOptions, func(msg string) { bad("%s", msg) })
 	return tf
 }
 

@@ -2,18 +2,35 @@ package bindings
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/shieldrt/shieldglobal/core/scheduler"
+	"github.com/shieldrt/shieldglobal/internal/runtime"
 )
 
-// schedOptionNames are the keys a task's options table may have.
-var schedOptionNames = []string{"timezone", "distributed", "lock_ttl", "max_retries", "retry_delay",
-	"on_error", "overlap", "catch_up", "on_redis_down"}
+// taskOptions are the keys a task's options table may have; a task file's
+// table has name, expression and handle besides (read by readTaskFile).
+var (
+	taskOptions = runtime.NewOptSpec(
+		runtime.Opt{Name: "timezone", Kind: runtime.OptString},
+		runtime.Opt{Name: "distributed", Kind: runtime.OptBoolean},
+		runtime.Opt{Name: "lock_ttl", Kind: runtime.OptMillis, Min: 1},
+		runtime.Opt{Name: "max_retries", Kind: runtime.OptWhole, Min: 0, Max: 1e9},
+		runtime.Opt{Name: "retry_delay", Kind: runtime.OptMillis, Min: 0},
+		runtime.Opt{Name: "on_error", Kind: runtime.OptFunction},
+		runtime.Opt{Name: "overlap", Kind: runtime.OptString},
+		runtime.Opt{Name: "catch_up", Kind: runtime.OptMillis, Min: 0},
+		runtime.Opt{Name: "on_redis_down", Kind: runtime.OptString},
+	)
+	taskFileOptions = runtime.NewOptSpec(
+		runtime.Opt{Name: "name", Kind: runtime.OptAny},
+		runtime.Opt{Name: "expression", Kind: runtime.OptAny},
+		runtime.Opt{Name: "handle", Kind: runtime.OptAny},
+	).With(taskOptions.Opts()...)
+)
 
 // taskOpts are a task's options as Lua gave them.
 type taskOpts struct {
@@ -21,87 +38,44 @@ type taskOpts struct {
 	onError *lua.LFunction
 }
 
-// parseTaskOpts reads the options of a task from t (nil: the defaults),
-// starting from the Engine's defaults (the scheduler config). skip lists
-// keys that belong to the caller (a task file's name, expression, handle).
+// parseTaskOpts reads the options of a task from t (nil: the defaults)
+// with spec, starting from the Engine's defaults (the scheduler config).
 // bad raises an error about the options; it does not return.
-func parseTaskOpts(defaults scheduler.Options, t *lua.LTable, skip map[string]bool, bad func(msg string)) taskOpts {
+func parseTaskOpts(defaults scheduler.Options, t *lua.LTable, spec *runtime.OptSpec, bad func(msg string)) taskOpts {
 	o := taskOpts{opts: defaults}
 	if t == nil {
 		return o
 	}
 	fail := func(format string, v ...any) { bad(fmt.Sprintf(format, v...)) }
-	millis := func(key string, v lua.LValue, positive bool) time.Duration {
-		f, ok := v.(lua.LNumber)
-		if !ok {
-			fail("option %s: number of milliseconds expected, got %s", key, v.Type())
-		}
-		x := float64(f)
-		if x != x || x > 1e15 || x < 0 || (positive && x <= 0) {
-			want := ">= 0"
-			if positive {
-				want = "> 0"
-			}
-			fail("option %s must be %s milliseconds, got %s", key, want, f.String())
-		}
-		return time.Duration(math.Ceil(x)) * time.Millisecond
-	}
-	str := func(key string, v lua.LValue) string {
-		s, ok := v.(lua.LString)
-		if !ok {
-			fail("option %s: string expected, got %s", key, v.Type())
-		}
-		return string(s)
-	}
-	t.ForEach(func(k, v lua.LValue) {
-		key, _ := k.(lua.LString)
-		if skip[string(key)] {
-			return
-		}
-		switch string(key) {
+	runtime.ReadOptions(t, spec, bad, func(key string, v lua.LValue) {
+		switch key {
 		case "timezone":
-			o.opts.Timezone = str("timezone", v)
+			o.opts.Timezone = v.String()
 			if err := checkTimezone(o.opts.Timezone); err != "" {
 				fail("%s", err)
 			}
 		case "distributed":
-			bv, ok := v.(lua.LBool)
-			if !ok {
-				fail("option distributed: boolean expected, got %s", v.Type())
-			}
-			o.opts.Distributed = bool(bv)
+			o.opts.Distributed = v == lua.LTrue
 		case "lock_ttl":
-			o.opts.LockTTL = millis("lock_ttl", v, true)
+			o.opts.LockTTL = runtime.Millis(v)
 		case "max_retries":
-			f, ok := v.(lua.LNumber)
-			if !ok || float64(f) < 0 || float64(f) != math.Floor(float64(f)) || float64(f) > 1e9 {
-				fail("option max_retries must be a whole number >= 0, got %s", describeValue(v))
-			}
-			o.opts.MaxRetries = int(f)
+			o.opts.MaxRetries = int(v.(lua.LNumber))
 		case "retry_delay":
-			o.opts.RetryDelay = millis("retry_delay", v, false)
+			o.opts.RetryDelay = runtime.Millis(v)
 		case "catch_up":
-			o.opts.CatchUp = millis("catch_up", v, false)
+			o.opts.CatchUp = runtime.Millis(v)
 		case "on_error":
-			fn, ok := v.(*lua.LFunction)
-			if !ok {
-				fail("option on_error: function expected, got %s", v.Type())
-			}
-			o.onError = fn
+			o.onError = v.(*lua.LFunction)
 		case "overlap":
-			s := str("overlap", v)
-			if s != string(scheduler.OverlapSkip) && s != string(scheduler.OverlapAllow) {
-				fail(`option overlap %q: want "skip" or "allow"`, s)
+			if s := v.String(); s != string(scheduler.OverlapSkip) && s != string(scheduler.OverlapAllow) {
+				fail(`option overlap must be "skip" or "allow", got %q`, s)
 			}
-			o.opts.Overlap = scheduler.Overlap(s)
+			o.opts.Overlap = scheduler.Overlap(v.String())
 		case "on_redis_down":
-			s := str("on_redis_down", v)
-			if s != string(scheduler.RedisDownWait) && s != string(scheduler.RedisDownRunLocal) {
-				fail(`option on_redis_down %q: want "wait" or "run_local"`, s)
+			if s := v.String(); s != string(scheduler.RedisDownWait) && s != string(scheduler.RedisDownRunLocal) {
+				fail(`option on_redis_down must be "wait" or "run_local", got %q`, s)
 			}
-			o.opts.OnRedisDown = scheduler.RedisDown(s)
-		default:
-			fail("unknown option %s (known: %s)", describeValue(k), strings.Join(schedOptionNames, ", "))
+			o.opts.OnRedisDown = scheduler.RedisDown(v.String())
 		}
 	})
 	return o

@@ -267,7 +267,7 @@ describe("reliable queue", function()
 
 	it("raises on bad options", function()
 		assert.error_matches(function() shield.reliable_queue(name("o"), { visibility_timeout = 0 }) end,
-			"option visibility_timeout must be >= 1")
+			"option visibility_timeout must be a number of milliseconds from 1 to 1e%+12, got 0")
 		assert.error_matches(function() shield.reliable_queue(name("o"), { dead_letter = { enabled = 1 } }) end,
 			"dead_letter.enabled: boolean expected")
 	end)

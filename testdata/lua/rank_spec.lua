@@ -400,7 +400,7 @@ describe("shield.rank bad input", function()
 		{ function() shield.rank(5) end, "shield: bad argument #1 to 'rank' (string expected, got number)" },
 		{ function() shield.rank("}x") end, "bad argument #1 to 'rank' (board name must not start with '}')" },
 		{ function() board({ size = 3 }) end, [[bad argument #2 to 'rank' (unknown option "size" (known: max_members, ties, reset, reset_time, archive, distributed))]] },
-		{ function() board({ max_members = 0 }) end, "option max_members must be an integer from 1 to 2147483647, got 0" },
+		{ function() board({ max_members = 0 }) end, "option max_members must be a whole number from 1 to 2147483647, got 0" },
 		{ function() board({ ties = "name" }) end, [[option ties must be "reach" or "uid", got "name"]] },
 		{ function() board({ reset = "hourly" }) end, [[option reset must be "daily", "weekly" or "monthly", got "hourly"]] },
 		{ function() board({ reset = "daily", reset_time = "24:00" }) end, [[option reset_time must be "HH:MM" (UTC, 00:00 to 23:59), got "24:00"]] },

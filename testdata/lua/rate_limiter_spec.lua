@@ -168,7 +168,7 @@ describe("bad input", function()
 		local function raises(pattern, fn) assert.error_matches(fn, pattern, nil, true) end
 		raises("option rate: number expected, got string", function() shield.rate_limiter(name("bad"), { rate = "100" }) end)
 		raises("option burst must be a finite number >= 1", function() shield.rate_limiter(name("bad"), { rate = 10, burst = 0 }) end)
-		raises("option window must be at least 1", function()
+		raises("option window must be a number of milliseconds from 1 to 1e+12, got 0", function()
 			shield.rate_limiter(name("bad"), { window = 0, max_requests = 1, sliding = true })
 		end)
 		raises('option algorithm must be "token_bucket" or "sliding_window"', function()

@@ -375,7 +375,7 @@ describe("task files", function()
 		-- Without the skip patterns a bad file fails the whole load, naming it.
 		assert.error_matches(function() s:load(tree, { recursive = true, skip = "vendor" }) end, "skipped_draft.lua: name must be")
 		assert.is_nil(s:get("tree_root"), "a failed load registered a task")
-		assert.error_matches(function() s:load(tree, { recursive = 1 }) end, "recursive must be a boolean")
+		assert.error_matches(function() s:load(tree, { recursive = 1 }) end, "option recursive: boolean expected, got number")
 		assert.error_matches(function() s:load(tree, { depth = 2 }) end, 'unknown option "depth"')
 		assert.error_matches(function() s:load(tree, { skip = "[" }) end, "skip")
 		assert.error_matches(function() s:load(here .. "/scheduler_spec.lua") end, "not a directory")
