@@ -183,3 +183,38 @@ func testEnableMessageBeforeApply(t *testing.T, b backend) {
 		t.Fatal("enabled, but no next firing planned")
 	}
 }
+
+// A control message older than a control the process applied since (its
+// own Disable's message delayed past its own Enable) changes nothing: the
+// task stays enabled and planned. Before messages carried the record's
+// version, the late disable took the task off the schedule here while the
+// Store said enabled.
+func testStaleControlMessage(t *testing.T, b backend) {
+	cl := newCluster(t, b, 0, 0)
+	var log runLog
+	node := cl.es[0]
+	cl.registerOn(0, node, "hb", every(t, time.Second), nil, log.run)
+	cl.advance(1500*time.Millisecond, 100*time.Millisecond)
+	node.unsub() // its messages are delivered by hand, late
+	do(t, node.Disable("hb"))
+	var disabledAt int64
+	if err := node.call(func() { disabledAt = node.tasks["hb"].version }); err != nil {
+		t.Fatal(err)
+	}
+	do(t, node.Enable("hb"))
+	var next int64
+	var disabled bool
+	if err := node.call(func() {
+		node.onControl(controlMsg{Op: ctlDisable, Name: "hb", Version: disabledAt})
+		tk := node.tasks["hb"]
+		next, disabled = tk.next, tk.disabled
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if disabled || next == 0 {
+		t.Fatalf("a stale disable applied after the enable: disabled %v, next %d", disabled, next)
+	}
+	if info := do(t, node.Get("hb")); info.Status != StatusActive {
+		t.Fatalf("after the stale message: %+v", info)
+	}
+}

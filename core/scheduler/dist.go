@@ -32,8 +32,15 @@ func (e *Engine) adopt(t *task, sched Schedule, rec record) {
 		}
 	}
 	t.tl = sched.timeline(loc, rec.Anchor)
-	t.cursor = rec.Cursor
-	t.paused, t.disabled = rec.Paused, rec.Disabled
+	if rec.Version >= t.version {
+		t.cursor = rec.Cursor
+		t.paused, t.disabled = rec.Paused, rec.Disabled
+		t.version = rec.Version
+	} else {
+		// A record read before a control this task applied since: keep
+		// the flags that control set, and a cursor it moved.
+		t.cursor = max(t.cursor, rec.Cursor)
+	}
 	t.cache(rec)
 	if rec.Orphaned {
 		e.scanOrphans(t)

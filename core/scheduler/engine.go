@@ -463,7 +463,8 @@ func (e *Engine) control(name string, op controlOp) *store.Op[struct{}] {
 			return struct{}{}, nil
 		})
 	}
-	return thenOp(e.st.control(name, op), func(ok bool, err error) (struct{}, error) {
+	return thenOp(e.st.control(name, op), func(res controlled, err error) (struct{}, error) {
+		ok := res.Found
 		if err != nil {
 			return struct{}{}, fmt.Errorf("scheduler: %s %q: %w", op, name, err)
 		}
@@ -487,7 +488,8 @@ func (e *Engine) control(name string, op controlOp) *store.Op[struct{}] {
 		// Apply here before the call returns (a status or next run read
 		// right after it sees the change); the control message will find
 		// it done.
-		if err := e.call(func() { e.applyControl(controlMsg{Op: op, Name: name, issued: true}, false) }); err != nil {
+		c := controlMsg{Op: op, Name: name, Version: res.Version, issued: true}
+		if err := e.call(func() { e.applyControl(c, false) }); err != nil {
 			return struct{}{}, err
 		}
 		return struct{}{}, nil

@@ -311,14 +311,16 @@ func (m *Memory) addMissed(name string, n int64) step[struct{}] {
 }
 
 // control implements Store.
-func (m *Memory) control(name string, op controlOp) step[bool] {
+func (m *Memory) control(name string, op controlOp) step[controlled] {
 	if !op.valid() {
-		return step[bool]{local: func() (bool, error) { return false, fmt.Errorf("%w: control %q", ErrInvalid, op) }}
+		return step[controlled]{local: func() (controlled, error) {
+			return controlled{}, fmt.Errorf("%w: control %q", ErrInvalid, op)
+		}}
 	}
-	return memOp(m, func(now int64) (bool, []controlMsg, error) {
+	return memOp(m, func(now int64) (controlled, []controlMsg, error) {
 		r := m.lookup(name, now, false)
 		if r == nil {
-			return false, nil, nil
+			return controlled{}, nil, nil
 		}
 		switch op {
 		case ctlPause:
@@ -335,8 +337,10 @@ func (m *Memory) control(name string, op controlOp) step[bool] {
 			}
 		case ctlRemove:
 			delete(m.tasks, name)
+			return controlled{Found: true}, []controlMsg{{Op: op, Name: name}}, nil
 		}
-		return true, []controlMsg{{Op: op, Name: name}}, nil
+		r.Version++
+		return controlled{Found: true, Version: r.Version}, []controlMsg{{Op: op, Name: name, Version: r.Version}}, nil
 	})
 }
 

@@ -247,16 +247,21 @@ func (r *Redis) addMissed(name string, n int64) step[struct{}] {
 	}, "missed", r.keys.SchedulerControl(), name, i64(n))
 }
 
-func (r *Redis) control(name string, op controlOp) step[bool] {
+func (r *Redis) control(name string, op controlOp) step[controlled] {
 	if !op.valid() {
-		return step[bool]{local: func() (bool, error) { return false, fmt.Errorf("%w: control %q", ErrInvalid, op) }}
+		return step[controlled]{local: func() (controlled, error) {
+			return controlled{}, fmt.Errorf("%w: control %q", ErrInvalid, op)
+		}}
 	}
 	what := fmt.Sprintf("scheduler: %s %q", op, name)
-	return script(r, controlScript, what, r.taskKeys(name), func(rep *store.Reply) (bool, error) {
-		ok := rep.Int() == 1
+	return script(r, controlScript, what, r.taskKeys(name), func(rep *store.Reply) (controlled, error) {
+		c := controlled{Found: rep.Int() == 1}
 		rep.Int()
 		rep.Array()
-		return ok, nil
+		if c.Found {
+			c.Version = rep.Int()
+		}
+		return c, nil
 	}, string(op), r.keys.SchedulerControl(), name, "0")
 }
 
@@ -313,8 +318,19 @@ func (r *Redis) subscribe(fn func(controlMsg)) (func(), error) {
 				return
 			}
 			c := controlMsg{Op: controlOp(op), Name: name}
-			if c.Op == ctlTrigger {
+			switch c.Op {
+			case ctlTrigger:
 				if c.ID, c.Name, ok = strings.Cut(name, "\n"); !ok {
+					return
+				}
+			case ctlPause, ctlResume, ctlDisable, ctlEnable:
+				// name\nversion; a task name may hold a newline itself
+				i := strings.LastIndexByte(name, '\n')
+				if i < 0 {
+					return
+				}
+				c.Name = name[:i]
+				if c.Version, _ = strconv.ParseInt(name[i+1:], 10, 64); c.Version <= 0 {
 					return
 				}
 			}

@@ -39,8 +39,9 @@ type Store interface {
 	// control pauses, resumes, disables, enables or removes a record and
 	// tells every Engine; it returns false when there is no record. Resume
 	// and Enable (of a disabled record) move the cursor to now, so firings
-	// while paused or disabled count as nothing.
-	control(name string, op controlOp) step[bool]
+	// while paused or disabled count as nothing. It returns the record's
+	// version after the change (ctlRemove: 0), which the message carries.
+	control(name string, op controlOp) step[controlled]
 	// get returns a record (found false when there is none).
 	get(name string) step[found]
 	// sendTrigger records trigger id of a record for window and tells
@@ -314,12 +315,25 @@ func (op controlOp) valid() bool {
 	return false
 }
 
+// controlled is what Store.control returns: found, and the record's
+// version after the change.
+type controlled struct {
+	Found   bool
+	Version int64
+}
+
 // controlMsg is one control message.
 type controlMsg struct {
 	Op   controlOp
 	Name string
 	// ID of a ctlTrigger.
 	ID string
+	// Version is the record's version after a pause, resume, disable or
+	// enable (0: none, as for remove). Messages can reach a process after
+	// it applied a later control itself (the issuer applies its own at
+	// once; its message travels on another connection): a task applies a
+	// control only if it is newer than the last it applied or adopted.
+	Version int64
 	// issued: this process sent the control and its Store op has just
 	// returned (not a message from the Store).
 	issued bool

@@ -24,11 +24,14 @@ type task struct {
 
 	paused   bool // (the flags side by side: the struct fits a smaller size class)
 	disabled bool // Disable; apart from paused: the task fires when neither is set
-	removed  bool
-	fire     item // the next firing (distributed: its claim)
-	next     int64
-	running  int
-	stats    counters
+	// version: the record's version of the last control applied or record
+	// adopted (distributed tasks); older control messages are stale.
+	version int64
+	removed bool
+	fire    item // the next firing (distributed: its claim)
+	next    int64
+	running int
+	stats   counters
 
 	*distState // distributed tasks only; nil for a local one
 }
@@ -568,6 +571,16 @@ func (e *Engine) applyControl(c controlMsg, local bool) bool {
 	t := e.tasks[c.Name]
 	if t == nil || (local && t.distributed()) {
 		return false
+	}
+	if c.Version != 0 {
+		// A message older than what this task applied (its own issuer's
+		// apply came first, or a later control's did) changes nothing;
+		// the issuer applies its own control even when its message came
+		// first, to plan what the message path left to a re-read.
+		if c.Version < t.version || c.Version == t.version && !c.issued {
+			return true
+		}
+		t.version = c.Version
 	}
 	switch c.Op {
 	case ctlPause:

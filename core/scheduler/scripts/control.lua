@@ -11,8 +11,10 @@
 --   ARGV[3] control channel (pause, resume, disable, enable, remove)
 --   ARGV[4] task name
 --   ARGV[5] missed: the count to add
--- Returns {found, now, record}: found 0 when there is no record; record
--- (get, and after pause or resume) as prelude's record(), else empty.
+-- Returns {found, now, record, version}: found 0 when there is no record;
+-- record (get) as prelude's record(), else empty; version the record's
+-- version after a pause, resume, disable or enable (0 otherwise). The
+-- message is "op\nname\nversion" ("remove\nname" for remove).
 -- Resume and enable move the cursor to now, so firings while paused or
 -- disabled count as nothing. paused and disabled are two flags: a task
 -- fires only when neither is set (enable leaves a paused task paused).
@@ -25,6 +27,7 @@ if op == 'missed' then
   redis.call('HINCRBY', KEYS[1], 'missed', ARGV[5])
   return {1, now, {}}
 end
+local version = 0
 if op == 'pause' then
   redis.call('HSET', KEYS[1], 'paused', '1')
 elseif op == 'resume' then
@@ -40,5 +43,10 @@ elseif op == 'remove' then
 else
   return redis.error_reply('ERR scheduler control: unknown op ' .. op)
 end
-redis.call('PUBLISH', ARGV[3], op .. '\n' .. ARGV[4])
-return {1, now, {}}
+if op == 'remove' then
+  redis.call('PUBLISH', ARGV[3], op .. '\n' .. ARGV[4])
+else
+  version = redis.call('HINCRBY', KEYS[1], 'version', 1)
+  redis.call('PUBLISH', ARGV[3], op .. '\n' .. ARGV[4] .. '\n' .. version)
+end
+return {1, now, {}, version}
