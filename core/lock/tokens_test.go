@@ -89,7 +89,36 @@ func TestTokensIncreaseAcrossAFailover(t *testing.T) {
 		t.Fatalf("the replica's counter: %d %v; want the replicated one", replicated, err)
 	}
 	top = grantTokens(t, mb, names, 10, top) // lost: the promoted replica never gets them
+	// A failover takes at least its detection time (seconds); here the
+	// promoted replica's first grant could fall in the millisecond of the
+	// master's last one, where the clock part does not yet reach past it
+	// (docs/locks.md): wait until the server clock passed that millisecond
+	// (both servers run on this host's clock).
+	awaitNextMillisecond(t, mc, rc)
 	grantTokens(t, NewRedis(rc, "t:", nil), names, 10, top)
+}
+
+// awaitNextMillisecond returns once b's TIME reads a later millisecond
+// than a's TIME read now.
+func awaitNextMillisecond(t *testing.T, a, b *redis.Client) {
+	t.Helper()
+	last, err := a.Time(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		now, err := b.Time(t.Context()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.UnixMilli() > last.UnixMilli() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica's clock stayed at or before %v", last)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func portOf(addr string) string {
