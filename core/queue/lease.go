@@ -11,23 +11,10 @@ import (
 	"github.com/shieldrt/shieldglobal/internal/clock"
 )
 
-// Loop is the one goroutine a Leases lives on (a Lua runtime's loop): the
-// contract of core/lock's Loop, so one adapter serves both. Every method of
-// a Leases and a Lease must be called on it, and every callback they take
-// runs on it.
-type Loop interface {
-	// Post runs fn on the loop, later. Safe from any goroutine; dropped once
-	// the loop has stopped.
-	Post(fn func())
-	// Send queues op (a KindRedis store.Op) into the loop turn's batch;
-	// done runs on the loop once op has settled. Loop only.
-	Send(op store.Pending, done func())
-	// Go runs fn on another goroutine (fn may wait on the network).
-	Go(fn func())
-	// Context is the context operations run with; it ends when the loop
-	// stops.
-	Context() context.Context
-}
+// Loop is the one goroutine a Leases lives on (a Lua runtime's loop; the
+// contract every core session shares). Every method of a Leases and a Lease
+// must be called on it, and every callback they take runs on it.
+type Loop = store.Loop
 
 // LeaseOptions configure NewLeases.
 type LeaseOptions struct {

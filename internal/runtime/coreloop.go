@@ -6,8 +6,9 @@ import (
 	"github.com/shieldrt/shieldglobal/core/store"
 )
 
-// Loop is the runtime's loop as a core session sees it (core/lock's
-// lock.Loop): posts go to the loop, Redis operations join the loop turn's
+// Loop is the runtime's loop as a core session sees it (store.Loop, which
+// lock.Session and queue.Leases take): posts go to the loop, Redis
+// operations join the loop turn's
 // pipeline, work runs on the runtime's workers. While the loop waits in a
 // blocking call outside any task (see Block), the session's posts go to
 // that call, which runs them, and its Redis operations are sent at once.
