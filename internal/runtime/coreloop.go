@@ -8,10 +8,10 @@ import (
 
 // Loop is the runtime's loop as a core session sees it (store.Loop, which
 // lock.Session and queue.Leases take): posts go to the loop, Redis
-// operations join the loop turn's
-// pipeline, work runs on the runtime's workers. While the loop waits in a
-// blocking call outside any task (see Block), the session's posts go to
-// that call, which runs them, and its Redis operations are sent at once.
+// operations join the loop turn's pipeline, work runs on the runtime's
+// workers. While the loop waits in a blocking call outside any task (see
+// Block), the session's posts go to that call, which runs them, and its
+// Redis operations are sent at once.
 type Loop struct{ rt *Runtime }
 
 // Loop is rt's loop for a core session.
