@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shieldrt/shieldglobal/core/lock/local"
+	"github.com/shieldrt/shieldglobal/core/store"
 )
 
 // The timeouts of Acquire besides a positive duration.
@@ -319,7 +320,7 @@ func (w *waiter) send(counts bool) {
 	}
 	w.inflight = true
 	w.sentAt = w.s.svc.clock.Now()
-	run(w.s.loop, l.be.TryAcquire(l.name, w.key.owner, l.mode, o), w.answered)
+	store.RunOn(w.s.loop, l.be.TryAcquire(l.name, w.key.owner, l.mode, o), w.answered)
 }
 
 // answered handles an attempt's outcome.
@@ -464,7 +465,7 @@ func (w *waiter) fail(err error) {
 func (w *waiter) leave() {
 	if w.queued && w.l.be != nil {
 		w.queued = false
-		run(w.s.loop, w.l.be.LeaveQueue(w.l.name, w.key.owner), func(None, error) {})
+		store.RunOn(w.s.loop, w.l.be.LeaveQueue(w.l.name, w.key.owner), func(None, error) {})
 	}
 }
 
@@ -478,7 +479,7 @@ func (w *waiter) settleZombie(a Attempt, err error) {
 		if h := w.s.holds[w.key]; h != nil && !h.released && h.lost == nil && h.token == a.Token {
 			keep = h.count
 		}
-		run(w.s.loop, w.l.be.Release(w.l.name, w.key.owner, w.l.mode, a.Token, keep), func(_ None, err error) {
+		store.RunOn(w.s.loop, w.l.be.Release(w.l.name, w.key.owner, w.l.mode, a.Token, keep), func(_ None, err error) {
 			if err != nil && !isNotHeld(err) {
 				w.s.svc.log.Warn("shield: releasing a lock granted after its acquire gave up failed", "lock", w.l.name, "error", err.Error())
 			}

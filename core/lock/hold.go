@@ -196,7 +196,7 @@ func (h *Hold) renew(ttl time.Duration, done func(error)) {
 	h.renewing = true
 	s := h.s
 	sent := s.svc.clock.Now()
-	run(s.loop, h.extendOp(ttl), func(_ None, err error) {
+	store.RunOn(s.loop, h.extendOp(ttl), func(_ None, err error) {
 		h.renewing = false
 		switch {
 		case h.released:
@@ -358,7 +358,7 @@ func (h *Hold) Release(done func(remaining int, err error)) {
 		return
 	}
 	keep := h.count - 1
-	run(s.loop, h.lock.be.Release(k.name, k.owner, k.mode, h.token, keep), func(_ None, err error) { h.released1(keep, err, done) })
+	store.RunOn(s.loop, h.lock.be.Release(k.name, k.owner, k.mode, h.token, keep), func(_ None, err error) { h.released1(keep, err, done) })
 }
 
 func (h *Hold) released1(n int, err error, done func(int, error)) { done(h.settle(n, err)) }
@@ -435,7 +435,7 @@ func (h *Hold) dropAll() {
 			_, _ = s.releaseLocal(k.name, k.owner, k.mode, true)
 		}
 	} else {
-		run(s.loop, h.lock.be.Release(k.name, k.owner, k.mode, h.token, 0), func(_ None, err error) {
+		store.RunOn(s.loop, h.lock.be.Release(k.name, k.owner, k.mode, h.token, 0), func(_ None, err error) {
 			if err != nil && !isNotHeld(err) {
 				s.svc.log.Warn("shield: releasing a lock failed; it frees itself when its lease runs out",
 					"lock", k.name, "owner", k.owner, "error", opErr("release", k.name, err).Error())

@@ -17,20 +17,3 @@ type Clock = clock.Clock
 
 // Timer is a timer of a Clock.
 type Timer = clock.Timer
-
-// run runs op for the loop and calls done on it with the outcome: a local op
-// at once, a Redis op in the turn's batch, a work op on another goroutine.
-func run[T any](lp Loop, op *store.Op[T], done func(T, error)) {
-	switch op.Kind() {
-	case store.KindRedis:
-		lp.Send(op, func() { done(op.Result()) })
-	case store.KindWork:
-		ctx := lp.Context()
-		lp.Go(func() {
-			v, err := op.Do(ctx)
-			lp.Post(func() { done(v, err) })
-		})
-	default:
-		done(op.Do(lp.Context()))
-	}
-}

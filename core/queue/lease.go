@@ -268,7 +268,7 @@ func (s *Leases) extend(g *leaseGroup, now time.Time) {
 	for i, l := range ls {
 		ds[i], l.extending = l.d, true
 	}
-	run(s.loop, g.r.extendMany(ds), func(errs []error, err error) {
+	store.RunOn(s.loop, g.r.extendMany(ds), func(errs []error, err error) {
 		failed := err
 		for i, l := range ls {
 			l.extending = false
@@ -337,20 +337,3 @@ func (l *Lease) End() time.Time { return l.end }
 
 // String names the lease in messages.
 func (l *Lease) String() string { return fmt.Sprintf("lease(%s, %s)", l.d.r.queueLabel(), l.d.ID) }
-
-// run runs op for the loop and calls done on it with the outcome: a local op
-// at once, a Redis op in the turn's batch, a work op on another goroutine.
-func run[T any](lp Loop, op *store.Op[T], done func(T, error)) {
-	switch op.Kind() {
-	case store.KindRedis:
-		lp.Send(op, func() { done(op.Result()) })
-	case store.KindWork:
-		ctx := lp.Context()
-		lp.Go(func() {
-			v, err := op.Do(ctx)
-			lp.Post(func() { done(v, err) })
-		})
-	default:
-		done(op.Do(lp.Context()))
-	}
-}

@@ -20,3 +20,21 @@ type Loop interface {
 	// stops.
 	Context() context.Context
 }
+
+// RunOn runs op for lp and calls done on the loop with the outcome: a local
+// op at once, a Redis op in the turn's batch, a work op on another
+// goroutine (its outcome posted back).
+func RunOn[T any](lp Loop, op *Op[T], done func(T, error)) {
+	switch op.Kind() {
+	case KindRedis:
+		lp.Send(op, func() { done(op.Result()) })
+	case KindWork:
+		ctx := lp.Context()
+		lp.Go(func() {
+			v, err := op.Do(ctx)
+			lp.Post(func() { done(v, err) })
+		})
+	default:
+		done(op.Do(lp.Context()))
+	}
+}
