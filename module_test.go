@@ -9,10 +9,11 @@ import (
 	"net"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/internal/testlog"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -225,22 +226,8 @@ func TestNewRuntimeAfterCloseFails(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer = testlog.Buffer
 
 // A Close error that only says a connection was closed already is no
 // failure at exit; any other is kept.

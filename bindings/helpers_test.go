@@ -1,11 +1,11 @@
 package bindings
 
 import (
-	"bytes"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/internal/testlog"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -58,21 +58,7 @@ func withEach(t *testing.T, rt *runtime.Runtime) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer = testlog.Buffer
 
 func logTo(w *syncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }

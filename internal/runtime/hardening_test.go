@@ -1,36 +1,21 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	goruntime "runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/internal/testlog"
 
 	lua "github.com/yuin/gopher-lua"
 )
 
 // syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testlog.Buffer
 
 func logTo(w *syncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
 
