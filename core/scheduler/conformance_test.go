@@ -207,6 +207,7 @@ func TestConformance(t *testing.T) {
 			t.Run("EnableHeardLate", func(t *testing.T) { testEnableHeardLate(t, b) })
 			t.Run("EnableMessageBeforeApply", func(t *testing.T) { testEnableMessageBeforeApply(t, b) })
 			t.Run("StaleControlMessage", func(t *testing.T) { testStaleControlMessage(t, b) })
+			t.Run("RereadWhileClaiming", func(t *testing.T) { testRereadWhileClaiming(t, b) })
 			t.Run("RestartKeepsCounters", func(t *testing.T) { testRestart(t, b) })
 			t.Run("CatchUp", func(t *testing.T) { testCatchUp(t, b) })
 			t.Run("Overlap", func(t *testing.T) { testOverlap(t, b) })

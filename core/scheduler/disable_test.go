@@ -218,3 +218,45 @@ func testStaleControlMessage(t *testing.T, b backend) {
 		t.Fatalf("after the stale message: %+v", info)
 	}
 }
+
+// A re-read of the record that comes while a claim is in flight keeps the
+// fire time being claimed as the next run; the claim's reply plans the
+// one after. In a process that enables a task, the Enable's own message
+// starts such a re-read while the issued apply plans and claims at once
+// (the first fire time is within the claim-ahead window). Before, the
+// re-read cleared the next run, and a next run read right after Enable
+// returned was nil until the claim's reply came (scheduler_spec.lua,
+// "disables and enables", Redis and Cluster under load).
+func testRereadWhileClaiming(t *testing.T, b backend) {
+	cl := newCluster(t, b, 0)
+	var log runLog
+	node := cl.es[0]
+	cl.registerOn(0, node, "hb", every(t, time.Second), nil, log.run)
+	cl.advance(1500*time.Millisecond, 100*time.Millisecond)
+	var planned int64
+	if err := node.call(func() {
+		tk := node.tasks["hb"]
+		planned = tk.next
+		tk.claiming = true // as claimDue leaves it, the claim's reply not yet come
+		tk.lastSync = 0
+		node.resync(tk)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	awaitLocal(t, node, func() bool { return !node.tasks["hb"].syncing }, "the re-read came")
+	var next int64
+	if err := node.call(func() {
+		tk := node.tasks["hb"]
+		next = tk.next
+		tk.claiming = false
+		node.planDist(tk)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if planned == 0 || next != planned {
+		t.Fatalf("next run %d after a re-read during a claim; want the claimed fire time %d", next, planned)
+	}
+	if info := do(t, node.Get("hb")); info.NextRun.UnixMilli() != planned {
+		t.Fatalf("Get after the claim: next run %v, want %d", info.NextRun, planned)
+	}
+}

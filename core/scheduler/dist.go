@@ -48,9 +48,16 @@ func (e *Engine) adopt(t *task, sched Schedule, rec record) {
 	e.planDist(t)
 }
 
-// planDist arms the claim of t's next firing after its cursor.
+// planDist arms the claim of t's next firing after its cursor. While a
+// claim is in flight its reply plans (claimed), and t.next stays the fire
+// time being claimed: a re-read of the record that comes in between (an
+// Enable's own message makes the issuing process re-read it while its
+// apply has already claimed) must not leave the next run unknown.
 func (e *Engine) planDist(t *task) {
 	e.unschedule(&t.fire)
+	if t.claiming && !t.paused && !t.disabled && !t.removed && !e.closing {
+		return
+	}
 	t.next = 0
 	if t.paused || t.disabled || t.removed || t.claiming || e.closing {
 		return

@@ -62,19 +62,26 @@ for _, distributed in ipairs({ false, true }) do
 
 		it("pauses, resumes and triggers", function()
 			local n = name(mode .. ":ctl")
-			local runs, manual = 0, 0
+			local runs, manual, latest = 0, 0, 0
 			s:interval(n, 20, function(info)
 				runs = runs + 1
-				if info.manual then manual = manual + 1 end
+				if info.manual then
+					manual = manual + 1
+				else
+					latest = math.max(latest, info.scheduled)
+				end
 			end, opts())
 			assert.is_true(wait_for(function() return runs >= 1 end))
 			assert.is_true(s:pause(n))
+			local paused_at = shield.now_ms()
 			assert.are.equal("paused", s:get(n):status())
 			assert.is_nil(s:get(n):next_run())
-			shield.sleep(30) -- a run claimed before the pause may still finish
+			shield.sleep(130)
+			-- Only a firing claimed before the pause (up to 70 ms ahead of
+			-- its time, on Redis) may still have run, however late its run
+			-- started on a busy machine.
+			assert.is_true(latest <= paused_at + 70, "a paused task ran")
 			local frozen = runs
-			shield.sleep(100)
-			assert.are.equal(frozen, runs, "a paused task ran")
 			assert.is_true(s:trigger(n))
 			assert.is_true(wait_for(function() return manual == 1 end))
 			assert.is_true(s:resume(n))
@@ -108,19 +115,27 @@ for _, distributed in ipairs({ false, true }) do
 			assert.are.equal("disabled", t:status())
 			shield.sleep(100)
 			-- Only a firing claimed before the disable (up to 70 ms ahead of
-			-- its time, on Redis) may still have run.
-			local frozen = #fired
-			for i = 1, frozen do
-				assert.is_true(fired[i].scheduled <= disabled_at + 70, "a disabled task ran")
+			-- its time, on Redis) may still have run, however late its run
+			-- started on a busy machine.
+			for _, f in ipairs(fired) do
+				assert.is_true(f.scheduled <= disabled_at + 70, "a disabled task ran")
 			end
 			assert.is_true(t:run_count() >= count, "the counters were kept")
 			local enabled_at = shield.now_ms()
 			assert.is_true(s:enable(n))
 			assert.are.equal("active", t:status())
 			assert.is_not_nil(t:next_run())
-			assert.is_true(wait_for(function() return #fired >= frozen + 2 end))
-			for i = frozen + 1, #fired do
-				assert.is_true(fired[i].scheduled >= enabled_at - 1, "a firing of the disabled period ran")
+			local function since_enable()
+				local k = 0
+				for _, f in ipairs(fired) do
+					if f.scheduled >= enabled_at - 1 then k = k + 1 end
+				end
+				return k
+			end
+			assert.is_true(wait_for(function() return since_enable() >= 2 end))
+			for _, f in ipairs(fired) do
+				local outside = f.scheduled <= disabled_at + 70 or f.scheduled >= enabled_at - 1
+				assert.is_true(outside, "a firing of the disabled period ran")
 			end
 			-- The disabled period is not counted missed either. (A loaded
 			-- machine may miss 20 ms firings before the disable or after
