@@ -31,7 +31,7 @@ GROUPS = [
     ('Lua VM: the for loop (OP_FORLOOP)', r'gopher-lua\.init\.3\.func29$'),
     ('Lua VM: lookups (globals, m:method through __index)',
      r'getFieldString|metaOp1|\(\*LState\)\.metatable|gopher-lua\.init\.3\.func(7|15)$|RawGetString'),
-    ('Lua VM: calls and returns (OP_CALL/RETURN, frames, registers, Go-function dispatch)',
+    ('Lua VM: dispatch, calls and returns (the instruction loop, OP_CALL/RETURN, frames, registers, Go-function calls)',
      r'gopher-lua\.init\.3\.func(26|28)$|callGFunction|CallFrameStack|registry\)|\(\*LState\)\.(Get|Push|GetTop|SetTop)$|gopher-lua\.mainLoopWithContext$'),
     ('Lua VM: other opcodes (the lock_inline.lua shim\'s compares and moves)', r'gopher-lua\.init\.3\.func\d+$|gopher-lua\.equals|Type$'),
     ('assert', r'baseAssert'),
@@ -113,6 +113,14 @@ def main():
     for g, v in groups.most_common():
         print(f'| {g} | {v:.0f} | {100 * v / total:.1f} % |')
     print(f'| **total** (exact; owned sum {sum(groups.values()):.0f}) | **{total:.0f}** | |\n')
+    other = groups['other (Go scheduler, background goroutines)']
+    if abs(other) > 0.02 * total or abs(sum(groups.values()) - total) > 0.01 * total:
+        # The Go scheduler's preemption of the loop goroutine (sysmon, every
+        # 10 ms of wall time) switches stacks; now and then callgrind's call
+        # tracking loses its place there and files later calls under the
+        # wrong caller. The totals stay exact; the arcs of this pair of runs
+        # do not: run them again.
+        print(f'WARNING: {other:.0f} Ir per op unowned: callgrind lost track of callers in these runs; run them again\n')
     if '-v' in sys.argv:
         for g, v in groups.most_common():
             print(f'{g}: {v:.0f}')
