@@ -208,6 +208,7 @@ func TestConformance(t *testing.T) {
 			t.Run("EnableMessageBeforeApply", func(t *testing.T) { testEnableMessageBeforeApply(t, b) })
 			t.Run("StaleControlMessage", func(t *testing.T) { testStaleControlMessage(t, b) })
 			t.Run("RereadWhileClaiming", func(t *testing.T) { testRereadWhileClaiming(t, b) })
+			t.Run("LateClaimReplyAfterResume", func(t *testing.T) { testLateClaimReplyAfterResume(t, b) })
 			t.Run("RestartKeepsCounters", func(t *testing.T) { testRestart(t, b) })
 			t.Run("CatchUp", func(t *testing.T) { testCatchUp(t, b) })
 			t.Run("Overlap", func(t *testing.T) { testOverlap(t, b) })

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/core/store"
 )
 
 // Disable in one process takes a distributed task off the schedule in all
@@ -258,5 +260,62 @@ func testRereadWhileClaiming(t *testing.T, b backend) {
 	}
 	if info := do(t, node.Get("hb")); info.NextRun.UnixMilli() != planned {
 		t.Fatalf("Get after the claim: next run %v, want %d", info.NextRun, planned)
+	}
+}
+
+// A claim's reply that found the task paused (or disabled), coming after
+// this process applied a resume (or enable) issued since, leaves the task
+// active and planned: a claim sent before a pause, run by the Store after
+// it, its reply slower than the pause and the resume that followed. Before
+// claim replies carried the record's version, the reply set the flag
+// again: the task stayed paused in this process while the Store said
+// active, and the resume's message, of a version it had applied, changed
+// nothing.
+func testLateClaimReplyAfterResume(t *testing.T, b backend) {
+	for _, c := range []struct {
+		off, on func(*Engine, string) *store.Op[struct{}]
+		found   outcome
+	}{
+		{(*Engine).Pause, (*Engine).Resume, outcomePaused},
+		{(*Engine).Disable, (*Engine).Enable, outcomeDisabled},
+	} {
+		cl := newCluster(t, b, 0)
+		var log runLog
+		node := cl.es[0]
+		cl.registerOn(0, node, "hb", every(t, time.Second), nil, log.run)
+		cl.advance(1500*time.Millisecond, 100*time.Millisecond)
+		node.unsub() // no control messages: only the replies
+		do(t, c.off(node, "hb"))
+		var offVersion, fire int64
+		if err := node.call(func() { offVersion = node.tasks["hb"].version; fire = node.tasks["hb"].cursor + 1000 }); err != nil {
+			t.Fatal(err)
+		}
+		// The Store's answer to a claim that runs after the pause: the
+		// flag, and the version of the control that set it.
+		res := do(t, node.st.claim(claim{Name: "hb", Fire: fire, Owner: "late/1", Lease: time.Second,
+			CatchUp: time.Minute, Early: time.Hour}).op())
+		if res.Outcome != c.found || res.Version != offVersion || offVersion == 0 {
+			t.Fatalf("claim after the control: outcome %d version %d; want %d and %d", res.Outcome, res.Version, c.found, offVersion)
+		}
+		do(t, c.on(node, "hb"))
+		var next int64
+		var paused, disabled bool
+		if err := node.call(func() {
+			tk := node.tasks["hb"]
+			fire := tk.next
+			tk.claiming = true // the claim sent before the pause; its reply comes now
+			node.claimed(tk, claim{Name: "hb", Fire: fire},
+				claimResult{Outcome: c.found, Version: offVersion, Cursor: tk.cursor}, nil, time.Now(), time.Now())
+			next, paused, disabled = tk.next, tk.paused, tk.disabled
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if paused || disabled || next == 0 {
+			t.Fatalf("outcome %d of version %d after the task was turned back on: paused %v, disabled %v, next %d",
+				c.found, offVersion, paused, disabled, next)
+		}
+		if info := do(t, node.Get("hb")); info.Status != StatusActive || info.NextRun.IsZero() {
+			t.Fatalf("after the late reply: %+v", info)
+		}
 	}
 }

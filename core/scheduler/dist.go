@@ -213,14 +213,21 @@ func (e *Engine) claimed(t *task, c claim, res claimResult, err error, t0, t1 ti
 		e.tellMissed(t, c, res, true)
 		t.cursor = c.Fire
 		t.late = false
-	case outcomePaused:
-		t.paused = true
-		t.next = 0
-		return
-	case outcomeDisabled:
-		t.disabled = true
-		t.next = 0
-		return
+	case outcomePaused, outcomeDisabled:
+		// The flag is the record's as of the claim. A control applied here
+		// since (this process's own resume or enable, issued after the
+		// claim ran and applied before its reply came) is newer and
+		// stands: the task is planned as that control left it.
+		if res.Version >= t.version {
+			t.version = res.Version
+			if res.Outcome == outcomePaused {
+				t.paused = true
+			} else {
+				t.disabled = true
+			}
+			t.next = 0
+			return
+		}
 	case outcomeEarly:
 		t.fire.fire = c.Fire
 		e.schedule(&t.fire, now+res.Wait.Nanoseconds())

@@ -162,6 +162,7 @@ func (m *Memory) claim(c claim) step[claimResult] {
 			res.Outcome = outcomeUnknown
 			return res, nil, nil
 		}
+		res.Version = r.Version
 		if r.Done {
 			res.Outcome, res.Cursor = outcomeTaken, r.Cursor
 			return res, nil, nil

@@ -204,7 +204,7 @@ func (r *Redis) claim(c claim) step[claimResult] {
 	return script(r, claimScript, what, r.fireKeys(c.Name, c.Fire), func(rep *store.Reply) (claimResult, error) {
 		res := claimResult{Outcome: outcome(rep.Int()), Now: rep.Int(), Cursor: rep.Int(), Recount: rep.Int() == 1,
 			RunDeadline: rep.Int(), Wait: time.Duration(rep.Int()) * time.Millisecond, Orphan: rep.Int(),
-			Dropped: rep.Int(), DroppedFirst: rep.Int(), DroppedLast: rep.Int()}
+			Dropped: rep.Int(), DroppedFirst: rep.Int(), DroppedLast: rep.Int(), Version: rep.Int()}
 		if rep.Err() == nil && (res.Outcome < outcomeClaimed || res.Outcome > outcomeDisabled) {
 			return res, fmt.Errorf("%s: %w: outcome %d", what, store.ErrReply, res.Outcome)
 		}

@@ -237,6 +237,9 @@ type claimResult struct {
 	// missed; Cursor and Recount do not account for them.
 	Dropped, DroppedFirst, DroppedLast int64
 	Now                                int64
+	// Version is the record's: a paused or disabled outcome is as of the
+	// control of that version.
+	Version int64
 }
 
 // recoverResult is what recover returns.

@@ -28,7 +28,7 @@
 --   ARGV[13] control channel
 --   ARGV[14] task name
 -- Returns {outcome, now, cursor, recount, run_deadline, wait_ms, orphan,
---          dropped, dropped_first, dropped_last}:
+--          dropped, dropped_first, dropped_last, version}:
 --   outcome 1 claimed, 2 taken, 3 skipped, 4 missed, 5 paused, 6 early,
 --   7 unknown (no record), 8 none (ARGV[2] = '0'), 9 disabled; cursor before the claim
 --   (claimed, skipped, missed) or current; recount 1 when the cursor was not
@@ -37,7 +37,9 @@
 --   unfinished firing whose lease lapsed (0 if none); dropped: how many
 --   claims of earlier attempts this one dropped and counted as missed
 --   (their fire times from dropped_first to dropped_last), beyond what
---   cursor and recount account for.
+--   cursor and recount account for. version: the record's (a paused or
+--   disabled outcome is as of that control; a process that applied a
+--   newer one since keeps it).
 --
 -- Attempts. A claim whose reply never came (the client gave up: a frozen
 -- or slow server) may still be executed later: Redis runs what it had
@@ -55,13 +57,14 @@
 
 local now = server_now()
 local fire = tonumber(ARGV[2])
-local h = redis.call('HMGET', KEYS[1], 'cursor', 'paused', 'done', 'disabled')
+local h = redis.call('HMGET', KEYS[1], 'cursor', 'paused', 'done', 'disabled', 'version')
+local version = tonumber(h[5]) or 0
 if not h[1] then
-  return {7, now, 0, 0, 0, 0, 0, 0, 0, 0}
+  return {7, now, 0, 0, 0, 0, 0, 0, 0, 0, version}
 end
 local cursor = tonumber(h[1])
 if h[3] == '1' then
-  return {2, now, cursor, 0, 0, 0, 0, 0, 0, 0}
+  return {2, now, cursor, 0, 0, 0, 0, 0, 0, 0, version}
 end
 
 local orphan = 0
@@ -75,7 +78,7 @@ end
 local probe = 0
 if ARGV[3] ~= '0' then probe = deadline_of(ARGV[3]) end
 
-if fire == 0 then return {8, now, cursor, 0, probe, 0, orphan, 0, 0, 0} end
+if fire == 0 then return {8, now, cursor, 0, probe, 0, orphan, 0, 0, 0, version} end
 
 -- The run key of firing f (KEYS[4] is the one of ARGV[2]).
 local function run_key(f) return string.sub(KEYS[4], 1, #KEYS[4] - #ARGV[2]) .. f end
@@ -102,7 +105,7 @@ if base then
     local b, k = string.match(runs[i + 1] or '', '^%d+|(.*)/(%d+)$')
     if b == base then
       k = tonumber(k)
-      if k > try then return {2, now, cursor, 0, 0, 0, orphan, 0, 0, 0} end
+      if k > try then return {2, now, cursor, 0, 0, 0, orphan, 0, 0, 0, version} end
       mine[#mine + 1] = {fs = runs[i], f = tonumber(runs[i]), k = k}
     end
   end
@@ -118,7 +121,7 @@ if base then
       local attempt = run_of(ARGV[2])
       if not o then prev, recount = ARGV[2], 1 end
       record_claim(attempt, tonumber(prev), tonumber(recount))
-      return {1, now, tonumber(prev), tonumber(recount), 0, 0, orphan, 0, 0, 0}
+      return {1, now, tonumber(prev), tonumber(recount), 0, 0, orphan, 0, 0, 0, version}
     end
     redis.call('HDEL', KEYS[2], m.fs)
     redis.call('ZREM', KEYS[3], m.fs)
@@ -140,20 +143,20 @@ end
 
 if h[4] == '1' then
   local d, df, dl = count_dropped()
-  return {9, now, cursor, 0, probe, 0, orphan, d, df, dl}
+  return {9, now, cursor, 0, probe, 0, orphan, d, df, dl, version}
 end
 if h[2] == '1' then
   local d, df, dl = count_dropped()
-  return {5, now, cursor, 0, probe, 0, orphan, d, df, dl}
+  return {5, now, cursor, 0, probe, 0, orphan, d, df, dl, version}
 end
 if fire <= cursor then
   local d, df, dl = count_dropped()
-  return {2, now, cursor, 0, deadline_of(ARGV[2]), 0, orphan, d, df, dl}
+  return {2, now, cursor, 0, deadline_of(ARGV[2]), 0, orphan, d, df, dl, version}
 end
 local early = tonumber(ARGV[10])
 if now < fire - early then
   local d, df, dl = count_dropped()
-  return {6, now, cursor, 0, probe, fire - early - now, orphan, d, df, dl}
+  return {6, now, cursor, 0, probe, fire - early - now, orphan, d, df, dl, version}
 end
 
 redis.call('HSET', KEYS[1], 'cursor', ARGV[2])
@@ -179,11 +182,11 @@ if ARGV[11] == '1' or now - fire > tonumber(ARGV[9]) then
     follow_expiry()
     redis.call('PUBLISH', ARGV[13], 'remove\n' .. ARGV[14])
   end
-  return {4, now, prev, recount, 0, 0, orphan, d, df, dl}
+  return {4, now, prev, recount, 0, 0, orphan, d, df, dl, version}
 end
 if ARGV[8] == '1' and redis.call('ZCOUNT', KEYS[3], ms(now), '+inf') > 0 then
   redis.call('HINCRBY', KEYS[1], 'skipped', 1)
-  return {3, now, prev, recount, 0, 0, orphan, d, df, dl}
+  return {3, now, prev, recount, 0, 0, orphan, d, df, dl, version}
 end
 record_claim(1, prev, recount)
-return {1, now, prev, recount, 0, 0, orphan, d, df, dl}
+return {1, now, prev, recount, 0, 0, orphan, d, df, dl, version}
