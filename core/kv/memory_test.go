@@ -3,7 +3,6 @@ package kv
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -130,7 +129,7 @@ func TestMemorySweepRemovesUnreadExpiredKeys(t *testing.T) {
 }
 
 func TestMemoryStartsNoGoroutine(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before := goroutines()
 	clock := testclock.New()
 	m := NewMemory(WithClock(clock.Now))
 	ctx := t.Context()
@@ -143,9 +142,7 @@ func TestMemoryStartsNoGoroutine(t *testing.T) {
 		syncOf(m).Delete(ctx, k+"a")
 		clock.Advance(10 * time.Millisecond)
 	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Fatalf("goroutines: %d before, %d after using a memory store", before, n)
-	}
+	noNewGoroutines(t, before, "github.com/shieldrt/shieldglobal/")
 }
 
 func TestMemoryConcurrentMixed(t *testing.T) {

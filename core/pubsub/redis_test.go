@@ -422,23 +422,19 @@ func TestRedisCloseStopsGoroutine(t *testing.T) {
 }
 
 func TestMemoryStartsNoGoroutine(t *testing.T) {
-	baseline := runtime.NumGoroutine()
+	before := goroutines()
 	m := NewMemory()
 	r := newRecorder()
 	s := subscribe(t, m, "x", r.handle)
 	ps := psubscribe(t, m, "*", r.handle)
 	publish(t, m, "x", "1")
-	if n := runtime.NumGoroutine(); n > baseline {
-		t.Fatalf("%d goroutines, %d before the memory bus", n, baseline)
-	}
+	noNewGoroutines(t, before, "github.com/shieldrt/shieldglobal/")
 	r.expect(t, "x", "", "1")
 	r.expect(t, "x", "*", "1")
 	s.Unsubscribe()
 	ps.Unsubscribe()
 	m.Close()
-	if n := runtime.NumGoroutine(); n > baseline {
-		t.Fatalf("%d goroutines, %d before the memory bus", n, baseline)
-	}
+	noNewGoroutines(t, before, "github.com/shieldrt/shieldglobal/")
 }
 
 // withGuard runs f and fails the test if it hangs.
