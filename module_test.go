@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shieldrt/shieldglobal/internal/testleak"
 	"github.com/shieldrt/shieldglobal/internal/testlog"
 
 	lua "github.com/yuin/gopher-lua"
@@ -88,7 +89,7 @@ func TestDisabledModuleDoesNothing(t *testing.T) {
 	}()
 	// Counted are the goroutines of this module and of go-redis: the binary's
 	// other tests (Redis clients closing, timers) start and end their own.
-	before := goroutines()
+	before := testleak.Snapshot()
 
 	cfg := config.Default()
 	cfg.Global.Enabled = false
@@ -102,7 +103,7 @@ func TestDisabledModuleDoesNothing(t *testing.T) {
 	if m.backend != BackendNone || m.client != nil || m.kv != nil || m.bus != nil || m.cache != nil {
 		t.Fatalf("disabled module has capabilities: %+v", m)
 	}
-	noNewGoroutines(t, before, "github.com/shieldrt/shieldglobal", "github.com/redis/go-redis")
+	testleak.NoNew(t, before, "github.com/shieldrt/shieldglobal", "github.com/redis/go-redis")
 	time.Sleep(50 * time.Millisecond) // give a stray dial the chance to show up
 	if accepted.Load() != 0 {
 		t.Fatal("a connection was opened to the configured Redis")

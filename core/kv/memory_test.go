@@ -10,6 +10,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/testclock"
+	"github.com/shieldrt/shieldglobal/internal/testleak"
 )
 
 func TestMemory(t *testing.T) {
@@ -129,7 +130,7 @@ func TestMemorySweepRemovesUnreadExpiredKeys(t *testing.T) {
 }
 
 func TestMemoryStartsNoGoroutine(t *testing.T) {
-	before := goroutines()
+	before := testleak.Snapshot()
 	clock := testclock.New()
 	m := NewMemory(WithClock(clock.Now))
 	ctx := t.Context()
@@ -142,7 +143,7 @@ func TestMemoryStartsNoGoroutine(t *testing.T) {
 		syncOf(m).Delete(ctx, k+"a")
 		clock.Advance(10 * time.Millisecond)
 	}
-	noNewGoroutines(t, before, "github.com/shieldrt/shieldglobal/")
+	testleak.NoNew(t, before, "github.com/shieldrt/shieldglobal/")
 }
 
 func TestMemoryConcurrentMixed(t *testing.T) {

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"github.com/shieldrt/shieldglobal/internal/testclock"
+	"github.com/shieldrt/shieldglobal/internal/testleak"
 
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ func TestMemoryRealClock(t *testing.T) {
 
 // The memory backend starts no goroutine, also not for watches.
 func TestMemoryStartsNoGoroutine(t *testing.T) {
-	before := goroutines()
+	before := testleak.Snapshot()
 	m := NewMemory(nil)
 	ctx := t.Context()
 	cancel, err := watchB(ctx, m, "l", func() {})
@@ -33,7 +34,7 @@ func TestMemoryStartsNoGoroutine(t *testing.T) {
 	if _, err := rel(ctx, m, "l", "A", Exclusive); err != nil {
 		t.Fatal(err)
 	}
-	noNewGoroutines(t, before, "github.com/shieldrt/shieldglobal/")
+	testleak.NoNew(t, before, "github.com/shieldrt/shieldglobal/")
 }
 
 // Locks that are free and have no waiters (nor writer intents) are

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shieldrt/shieldglobal/internal/testleak"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -422,19 +423,19 @@ func TestRedisCloseStopsGoroutine(t *testing.T) {
 }
 
 func TestMemoryStartsNoGoroutine(t *testing.T) {
-	before := goroutines()
+	before := testleak.Snapshot()
 	m := NewMemory()
 	r := newRecorder()
 	s := subscribe(t, m, "x", r.handle)
 	ps := psubscribe(t, m, "*", r.handle)
 	publish(t, m, "x", "1")
-	noNewGoroutines(t, before, "github.com/shieldrt/shieldglobal/")
+	testleak.NoNew(t, before, "github.com/shieldrt/shieldglobal/")
 	r.expect(t, "x", "", "1")
 	r.expect(t, "x", "*", "1")
 	s.Unsubscribe()
 	ps.Unsubscribe()
 	m.Close()
-	noNewGoroutines(t, before, "github.com/shieldrt/shieldglobal/")
+	testleak.NoNew(t, before, "github.com/shieldrt/shieldglobal/")
 }
 
 // withGuard runs f and fails the test if it hangs.
