@@ -93,6 +93,10 @@ func TestLocksOfAnInterruptedTaskAreReleased(t *testing.T) {
 	locks := testLocks()
 	L := lua.NewState()
 	defer L.Close()
+	// ready() tells the test the task holds both locks: Close must then
+	// find them held by a task it interrupts, however slow the machine.
+	held := make(chan struct{})
+	L.SetGlobal("ready", L.NewFunction(func(*lua.LState) int { close(held); return 0 }))
 	rt, err := runtime.NewRuntime(L, &runtime.Services{Capabilities: []runtime.Capability{locks}})
 	if err != nil {
 		t.Fatal(err)
@@ -101,9 +105,14 @@ func TestLocksOfAnInterruptedTaskAreReleased(t *testing.T) {
 		shield.spawn(function()
 			assert(shield.mutex("spin"):acquire())
 			assert(shield.distributed_mutex("spin-d"):acquire())
+			ready()
 			while true do end
 		end)`)
-	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the task did not take its locks within 5 s")
+	}
 	rt.Close(50 * time.Millisecond)
 	if _, held := locks.Local.Info("spin"); held {
 		t.Fatal("the interrupted task's mutex is still held")

@@ -64,6 +64,30 @@ func (s *replSession) expect(want string) {
 	}
 }
 
+// expectAny waits until the output after the last match contains one of
+// wants, and returns the one that comes first.
+func (s *replSession) expectAny(wants ...string) string {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out := s.out.String()[s.seen:]
+		first, at := "", -1
+		for _, w := range wants {
+			if i := strings.Index(out, w); i >= 0 && (at < 0 || i < at) {
+				first, at = w, i
+			}
+		}
+		if at >= 0 {
+			s.seen += at + len(first)
+			return first
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the REPL printed none of %q; after the last match it printed:\n%q", wants, out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // enter types a line and Enter.
 func (s *replSession) enter(line string) {
 	s.t.Helper()
@@ -118,8 +142,11 @@ func TestReplThroughAPty(t *testing.T) {
 	s.enter(`error("b" .. "oom")`)
 	s.expect("stdin:1: boom")
 	s.expect("> ")
-	s.enter("while true do end")
-	time.Sleep(200 * time.Millisecond) // into the loop (an earlier Ctrl-C only interrupts sooner)
+	// the marker says the entry runs (readline no longer reads the keys: a
+	// Ctrl-C before that would only clear the line); the concatenation keeps
+	// the echoed input from matching it
+	s.enter(`print("spin" .. "ning"); while true do end`)
+	s.expect("spinning")
 	s.key("\x03")
 	s.expect("interrupted")
 	s.enter("=2^10")
@@ -138,10 +165,23 @@ func TestReplThroughAPty(t *testing.T) {
 // interrupted: the REPL says so, and a second Ctrl-C ends it at once.
 func TestReplSecondCtrlCQuits(t *testing.T) {
 	s := startRepl(t)
-	s.enter("io.read()")
-	time.Sleep(200 * time.Millisecond)
-	s.key("\x03")
-	s.expect("Ctrl-C again quits") // the first SIGINT was handled
+	// The marker says the entry runs (before it, readline would take the
+	// Ctrl-C). A Ctrl-C in the instant between print and io.read interrupts
+	// the entry in Lua: then the entry is tried again. An entry inside
+	// io.read never prints "interrupted", so a REPL that stopped saying
+	// "Ctrl-C again quits" fails every try.
+	for try := 1; ; try++ {
+		s.enter(`print("read" .. "ing"); io.read()`)
+		s.expect("reading")
+		s.key("\x03")
+		if s.expectAny("Ctrl-C again quits", "interrupted") == "Ctrl-C again quits" { // the first SIGINT was handled
+			break
+		}
+		if try == 3 {
+			t.Fatalf("three Ctrl-C came before io.read started; output:\n%s", s.out.String())
+		}
+		s.expect("> ")
+	}
 	s.key("\x03")
 	s.expect("shield: stopping now (second signal: interrupt)")
 	if code := s.wait(); code != 1 {

@@ -317,9 +317,9 @@ func TestSchedulerEachFiringRunsOnceAcrossProcesses(t *testing.T) {
 			perProcess[r]++
 		}
 	}
-	if len(perProcess) != 3 {
-		t.Fatalf("runs per process %v: every process should have taken some", perProcess)
-	}
+	// Which process runs a firing is not promised (docs/scheduler.md,
+	// Exactly once per firing: each claims for itself, the first claim
+	// wins), so the spread is only logged; exactly once is checked above.
 	t.Logf("window %d..%d: %d fire times, runs per process %v, %d told missed (the record counts %d), %d run twice after a lapsed claim",
 		from, to, (to-from)/100, perProcess, told, fl.missed, twice)
 }
@@ -488,6 +488,9 @@ func TestSchedulerFiringWaitsForRedis(t *testing.T) {
 	down := nowMs()
 	srv.Stop()
 	time.Sleep(1500 * time.Millisecond)
+	// Start polls PING until Redis answers, so Redis takes commands from a
+	// moment between restarting and up: no claim can be run before restarting
+	restarting := nowMs()
 	srv.Start() // empty: the process re-creates the record, keeping its fire times
 	up := nowMs()
 	runs := regexp.MustCompile(`ran=(\d+) at=(\d+)`)
@@ -517,13 +520,13 @@ func TestSchedulerFiringWaitsForRedis(t *testing.T) {
 			}
 			gaps += (fire-prev)/500 - 1
 		}
-		if fire > down && fire < up && at >= up-100 {
+		if fire > down && fire < restarting && at >= restarting {
 			waited = true // due while Redis was down, run once it was back
 		}
 		prev = fire
 	}
 	if !waited {
-		t.Fatalf("no firing due during the outage (%d..%d) ran after it:\n%s", down, up, out.String())
+		t.Fatalf("no firing due during the outage (%d..%d) ran after it:\n%s", down, restarting, out.String())
 	}
 	// A fire time that did not run was counted missed, or skipped: the
 	// firing that waited for Redis may still run when the next one is

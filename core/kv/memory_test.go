@@ -3,7 +3,6 @@ package kv
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/core/store"
 	"github.com/shieldrt/shieldglobal/internal/testclock"
+	"github.com/shieldrt/shieldglobal/internal/testleak"
 )
 
 func TestMemory(t *testing.T) {
@@ -130,7 +130,7 @@ func TestMemorySweepRemovesUnreadExpiredKeys(t *testing.T) {
 }
 
 func TestMemoryStartsNoGoroutine(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before := testleak.Snapshot()
 	clock := testclock.New()
 	m := NewMemory(WithClock(clock.Now))
 	ctx := t.Context()
@@ -143,9 +143,7 @@ func TestMemoryStartsNoGoroutine(t *testing.T) {
 		syncOf(m).Delete(ctx, k+"a")
 		clock.Advance(10 * time.Millisecond)
 	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Fatalf("goroutines: %d before, %d after using a memory store", before, n)
-	}
+	testleak.NoNew(t, before, "github.com/shieldrt/shieldglobal/")
 }
 
 func TestMemoryConcurrentMixed(t *testing.T) {

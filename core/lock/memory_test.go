@@ -2,8 +2,8 @@ package lock
 
 import (
 	"github.com/shieldrt/shieldglobal/internal/testclock"
+	"github.com/shieldrt/shieldglobal/internal/testleak"
 
-	"runtime"
 	"testing"
 	"time"
 )
@@ -20,7 +20,7 @@ func TestMemoryRealClock(t *testing.T) {
 
 // The memory backend starts no goroutine, also not for watches.
 func TestMemoryStartsNoGoroutine(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before := testleak.Snapshot()
 	m := NewMemory(nil)
 	ctx := t.Context()
 	cancel, err := watchB(ctx, m, "l", func() {})
@@ -34,9 +34,7 @@ func TestMemoryStartsNoGoroutine(t *testing.T) {
 	if _, err := rel(ctx, m, "l", "A", Exclusive); err != nil {
 		t.Fatal(err)
 	}
-	if after := runtime.NumGoroutine(); after > before {
-		t.Fatalf("goroutines: %d before, %d after", before, after)
-	}
+	testleak.NoNew(t, before, "github.com/shieldrt/shieldglobal/")
 }
 
 // Locks that are free and have no waiters (nor writer intents) are

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shieldrt/shieldglobal/internal/testleak"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -422,23 +423,19 @@ func TestRedisCloseStopsGoroutine(t *testing.T) {
 }
 
 func TestMemoryStartsNoGoroutine(t *testing.T) {
-	baseline := runtime.NumGoroutine()
+	before := testleak.Snapshot()
 	m := NewMemory()
 	r := newRecorder()
 	s := subscribe(t, m, "x", r.handle)
 	ps := psubscribe(t, m, "*", r.handle)
 	publish(t, m, "x", "1")
-	if n := runtime.NumGoroutine(); n > baseline {
-		t.Fatalf("%d goroutines, %d before the memory bus", n, baseline)
-	}
+	testleak.NoNew(t, before, "github.com/shieldrt/shieldglobal/")
 	r.expect(t, "x", "", "1")
 	r.expect(t, "x", "*", "1")
 	s.Unsubscribe()
 	ps.Unsubscribe()
 	m.Close()
-	if n := runtime.NumGoroutine(); n > baseline {
-		t.Fatalf("%d goroutines, %d before the memory bus", n, baseline)
-	}
+	testleak.NoNew(t, before, "github.com/shieldrt/shieldglobal/")
 }
 
 // withGuard runs f and fails the test if it hangs.

@@ -24,6 +24,8 @@ func logTo(w *syncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, 
 func TestCloseInterruptsATaskThatNeverYields(t *testing.T) {
 	L := lua.NewState()
 	defer L.Close()
+	spinning := make(chan struct{})
+	L.SetGlobal("spinning", L.NewFunction(func(*lua.LState) int { close(spinning); return 0 }))
 	var logs syncBuffer
 	rt, err := NewRuntime(L, &Services{Log: logTo(&logs)})
 	if err != nil {
@@ -31,8 +33,14 @@ func TestCloseInterruptsATaskThatNeverYields(t *testing.T) {
 	}
 	mainErr := make(chan error, 1)
 	mustRun(t, rt, `shield.spawn(function() shield.sleep(1e9) end); shield.sleep(5)`) // parked: interrupted too
-	go func() { mainErr <- rt.RunString("local n = 0\nwhile true do n = n + 1 end", "spin.lua") }()
-	time.Sleep(50 * time.Millisecond)
+	// spinning() is called on the line before the loop: Close below meets a
+	// task that is running and never yields, however slow the machine.
+	go func() { mainErr <- rt.RunString("spinning(); local n = 0\nwhile true do n = n + 1 end", "spin.lua") }()
+	select {
+	case <-spinning:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the task did not start within 5 s")
+	}
 	start := time.Now()
 	rt.Close(200 * time.Millisecond)
 	if took := time.Since(start); took > 200*time.Millisecond+KillWait {

@@ -35,11 +35,18 @@ describe("token bucket", function()
 	end)
 
 	it("refills at the rate", function()
-		local l = shield.rate_limiter(name("refill"), { rate = 100, burst = 1 })
+		-- one token per 500 ms: a stalled loop between the first two calls
+		-- does not refill it, and the refill comes no sooner than the rate
+		local l = shield.rate_limiter(name("refill"), { rate = 2, burst = 1 })
+		local t0 = shield.now_ms()
 		assert.is_true(l:allow("k"))
 		assert.is_false((l:allow("k")))
-		shield.sleep(40)
-		assert.is_true(l:allow("k"))
+		local deadline = t0 + 5000
+		while not l:allow("k") do
+			assert.is_true(shield.now_ms() < deadline, "no refill within 5 s")
+			shield.sleep(5)
+		end
+		assert.is_true(shield.now_ms() - t0 >= 499, "refilled faster than the rate")
 	end)
 
 	it("defaults burst to rate", function()
@@ -47,7 +54,9 @@ describe("token bucket", function()
 	end)
 
 	it("waits for a token without blocking other tasks", function()
-		local l = shield.rate_limiter(name("wait"), { rate = 50, burst = 1 })
+		-- one token per second, so the wait really waits (a faster rate may
+		-- refill before the call and answer without yielding)
+		local l = shield.rate_limiter(name("wait"), { rate = 1, burst = 1 })
 		assert.is_true(l:allow("k"))
 		local other = false
 		shield.spawn(function() other = true end)
@@ -137,10 +146,13 @@ describe("sliding window", function()
 
 	it("waits until the window has room", function()
 		local l = sw("wait", 100, 1)
-		assert.is_true(l:allow("k"))
+		-- t0 before the first request, so the window's promise (no two
+		-- requests in any 100 ms) bounds the second one from below; 99 for
+		-- the rounding of two clocks to whole ms
 		local t0 = shield.now_ms()
+		assert.is_true(l:allow("k"))
 		assert.is_true(l:wait("k", 5000))
-		assert.is_true(shield.now_ms() - t0 >= 50)
+		assert.is_true(shield.now_ms() - t0 >= 99, "two requests within one window")
 	end)
 
 	it("times out a wait", function()

@@ -39,8 +39,14 @@ for _, distributed in ipairs({ false, true }) do
 			assert.are.equal(n, t:name())
 			assert.are.equal("30", t:schedule())
 			assert.are.equal("active", t:status())
-			assert.is_nil(t:last_run())
-			assert.are.equal(0, t:run_count())
+			-- the first firing may come within 30 ms, while these reads wait on
+			-- the store: a run is in started before its finish is recorded, so
+			-- with none started, none can be counted
+			local last, count = t:last_run(), t:run_count()
+			if #started == 0 then
+				assert.is_nil(last)
+				assert.are.equal(0, count)
+			end
 			assert.is_true(wait_for(function() return #fired >= 3 end))
 			for i = 2, #fired do
 				assert.are.equal(0, (fired[i] - fired[1]) % 30, "fire times off the grid")
