@@ -1,7 +1,6 @@
 package bindings
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -20,21 +19,9 @@ import (
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
-func lockRuntime(t *testing.T, locks *Locks) (*runtime.Runtime, *logBuffer) {
+func lockRuntime(t *testing.T, locks *Locks) (*runtime.Runtime, *syncBuffer) {
 	t.Helper()
-	buf := &logBuffer{}
+	buf := &syncBuffer{}
 	rt := newTestRuntime(t, &runtime.Services{Capabilities: []runtime.Capability{locks}, Log: slog.New(slog.NewTextHandler(buf, nil)),
 		Owner: runtime.Owner{NodeID: "eu:west", ServiceID: 42, ServiceName: "boss", Instance: "ab12"}})
 	return rt, buf

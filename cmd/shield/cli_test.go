@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shieldrt/shieldglobal/internal/testlog"
 )
 
 // --help, -h and help COMMAND exit 0 and print, on stdout, the command's
@@ -222,7 +224,7 @@ end)`)
 		t.Fatal(err)
 	}
 	defer stdin.Close()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testlog.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

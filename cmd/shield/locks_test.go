@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shieldrt/shieldglobal/internal/testlog"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -165,10 +166,10 @@ func TestMutualExclusionAcrossProcesses(t *testing.T) {
 }
 
 // startHolder starts a `shield run` process and waits until it prints ready.
-func startHolder(t *testing.T, cfg, script string) (*exec.Cmd, *lockedBuffer) {
+func startHolder(t *testing.T, cfg, script string) (*exec.Cmd, *testlog.Buffer) {
 	t.Helper()
 	cmd := exec.Command(shieldBin(t), "run", "--config", cfg, script)
-	out := &lockedBuffer{}
+	out := &testlog.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -251,7 +252,7 @@ func TestPausedHolderIsRejectedByAFencedResource(t *testing.T) {
 		print("released=" .. tostring(ok) .. " why=" .. tostring(why))`
 	script := writeFile(t, "writer.lua", writer)
 	a := exec.Command(shieldBin(t), "run", "--config", cfg, script, "A")
-	aOut := &lockedBuffer{}
+	aOut := &testlog.Buffer{}
 	a.Stdout, a.Stderr = aOut, aOut
 	if err := a.Start(); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shieldrt/shieldglobal/internal/testlog"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -97,7 +98,7 @@ func TestRunPassesArgumentsAndEndsWhenIdle(t *testing.T) {
 func TestRunStaysUpWhileSubscribedUntilSIGTERM(t *testing.T) {
 	script := writeFile(t, "serve.lua", "shield.global():subscribe('x', function() end)\nprint('subscribed')\n")
 	cmd := exec.Command(shieldBin(t), "run", script)
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testlog.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -202,22 +203,4 @@ func TestTwoProcessesShareCacheAndPubSub(t *testing.T) {
 	if lr.stdout != "messages 1,2,3\n" {
 		t.Fatalf("listener stdout %q", lr.stdout)
 	}
-}
-
-// lockedBuffer is written by exec's copying goroutine and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

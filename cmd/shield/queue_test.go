@@ -15,6 +15,7 @@ import (
 
 	"github.com/shieldrt/shieldglobal/config"
 	"github.com/shieldrt/shieldglobal/core/queue"
+	"github.com/shieldrt/shieldglobal/internal/testlog"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -22,7 +23,7 @@ import (
 type proc struct {
 	t              *testing.T
 	cmd            *exec.Cmd
-	stdout, stderr *lockedBuffer
+	stdout, stderr *testlog.Buffer
 	exited         chan error
 }
 
@@ -30,7 +31,7 @@ type proc struct {
 // it prints "ready".
 func startProc(t *testing.T, cfg, script string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
+	p := &proc{t: t, stdout: &testlog.Buffer{}, stderr: &testlog.Buffer{}, exited: make(chan error, 1)}
 	argv := []string{"run"}
 	if cfg != "" {
 		argv = append(argv, "--config", cfg)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shieldrt/shieldglobal/internal/testlog"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -106,7 +107,7 @@ if sw then print("unavailable=" .. sw:stats().unavailable) end
 // limiterProc is one `shield run` process of hammerLua.
 type limiterProc struct {
 	cmd            *exec.Cmd
-	stdout, stderr *lockedBuffer
+	stdout, stderr *testlog.Buffer
 	done           chan error
 }
 
@@ -116,7 +117,7 @@ func startLimiterProcs(t *testing.T, cfg string, params []string) []*limiterProc
 	procs := make([]*limiterProc, len(params))
 	for i, p := range params {
 		cmd := exec.Command(shieldBin(t), "run", "--config", cfg, script, p)
-		lp := &limiterProc{cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+		lp := &limiterProc{cmd: cmd, stdout: &testlog.Buffer{}, stderr: &testlog.Buffer{}, done: make(chan error, 1)}
 		cmd.Stdout, cmd.Stderr = lp.stdout, lp.stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

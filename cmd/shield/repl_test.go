@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/shieldrt/shieldglobal/internal/testlog"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -21,7 +22,7 @@ type replSession struct {
 	cmd    *exec.Cmd
 	tty    *os.File
 	home   string // HOME, with the history file
-	out    lockedBuffer
+	out    testlog.Buffer
 	seen   int // output before this offset has been matched already
 	exited chan error
 }

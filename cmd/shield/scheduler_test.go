@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shieldrt/shieldglobal/internal/testlog"
 	"github.com/shieldrt/shieldglobal/internal/testredis"
 )
 
@@ -20,10 +21,10 @@ import (
 
 // startScheduled starts `shield run --config cfg script args...` and waits
 // until it prints "ready".
-func startScheduled(t *testing.T, cfg, script string, args ...string) (*exec.Cmd, *lockedBuffer) {
+func startScheduled(t *testing.T, cfg, script string, args ...string) (*exec.Cmd, *testlog.Buffer) {
 	t.Helper()
 	cmd := exec.Command(shieldBin(t), append([]string{"run", "--config", cfg, script}, args...)...)
-	out := &lockedBuffer{}
+	out := &testlog.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -40,7 +41,7 @@ func startScheduled(t *testing.T, cfg, script string, args ...string) (*exec.Cmd
 }
 
 // stopScheduled sends SIGTERM and waits: a clean stop exits 0.
-func stopScheduled(t *testing.T, cmd *exec.Cmd, out *lockedBuffer) {
+func stopScheduled(t *testing.T, cmd *exec.Cmd, out *testlog.Buffer) {
 	t.Helper()
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
@@ -155,7 +156,7 @@ func readFires(t *testing.T, prefix string) fireLog {
 // of CPU for longer than lock_ttl cannot renew it: it logs that it lost the
 // claim, and the other run is flagged recovered; docs/scheduler.md, "at
 // least once"). outs are the processes' outputs by name.
-func (fl fireLog) check(t *testing.T, from, to int64, killed string, outs map[string]*lockedBuffer) (twice, told int) {
+func (fl fireLog) check(t *testing.T, from, to int64, killed string, outs map[string]*testlog.Buffer) (twice, told int) {
 	t.Helper()
 	var fires []int64
 	for f := range fl.by {
@@ -220,7 +221,7 @@ func (fl fireLog) check(t *testing.T, from, to int64, killed string, outs map[st
 // lapsed tells whether fire time f's first run lost its claim: one of its
 // two runs was a recovered re-run, and the other runner logged that its
 // lease had passed.
-func (fl fireLog) lapsed(f int64, outs map[string]*lockedBuffer) bool {
+func (fl fireLog) lapsed(f int64, outs map[string]*testlog.Buffer) bool {
 	if len(fl.recovered[f]) != 1 {
 		return false
 	}
@@ -241,7 +242,7 @@ func (fl fireLog) lapsed(f int64, outs map[string]*lockedBuffer) bool {
 
 // readyAt returns when the process registered its task (Unix ms, its
 // clock: the machine's).
-func readyAt(t *testing.T, out *lockedBuffer) int64 {
+func readyAt(t *testing.T, out *testlog.Buffer) int64 {
 	t.Helper()
 	m := regexp.MustCompile(`ready=(\d+)`).FindStringSubmatch(out.String())
 	if m == nil {
@@ -263,8 +264,8 @@ func (fl fireLog) lastRunBefore(at int64) int64 {
 }
 
 // byName maps the processes' names (p0, p1, ...) to their outputs.
-func byName(outs []*lockedBuffer) map[string]*lockedBuffer {
-	m := map[string]*lockedBuffer{}
+func byName(outs []*testlog.Buffer) map[string]*testlog.Buffer {
+	m := map[string]*testlog.Buffer{}
 	for i, o := range outs {
 		m[fmt.Sprintf("p%d", i)] = o
 	}
@@ -293,7 +294,7 @@ func TestSchedulerEachFiringRunsOnceAcrossProcesses(t *testing.T) {
 	cfg, prefix := redisConfigFile(t)
 	script := writeFile(t, "recorder.lua", recorder)
 	var cmds []*exec.Cmd
-	var outs []*lockedBuffer
+	var outs []*testlog.Buffer
 	var from int64
 	for i := 0; i < 3; i++ {
 		c, o := startScheduled(t, cfg, script, fmt.Sprintf("p%d", i))
@@ -332,7 +333,7 @@ func TestSchedulerKilledProcessMissesNothing(t *testing.T) {
 	cfg, prefix := redisConfigFile(t)
 	script := writeFile(t, "recorder.lua", recorder)
 	var cmds []*exec.Cmd
-	var outs []*lockedBuffer
+	var outs []*testlog.Buffer
 	var from int64
 	for i := 2; i >= 0; i-- {
 		var args []string
@@ -340,7 +341,7 @@ func TestSchedulerKilledProcessMissesNothing(t *testing.T) {
 			args = append(args, strconv.FormatInt(nowMs()+3000, 10)) // p0's run after 3 s hangs
 		}
 		c, o := startScheduled(t, cfg, script, append([]string{fmt.Sprintf("p%d", i)}, args...)...)
-		cmds, outs = append([]*exec.Cmd{c}, cmds...), append([]*lockedBuffer{o}, outs...)
+		cmds, outs = append([]*exec.Cmd{c}, cmds...), append([]*testlog.Buffer{o}, outs...)
 		from = max(from, readyAt(t, o))
 	}
 	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(outs[0].String(), "hanging="); {
@@ -395,7 +396,7 @@ func TestSchedulerPauseStopsTheTaskEverywhere(t *testing.T) {
 			end
 		end)`)
 	var cmds []*exec.Cmd
-	var outs []*lockedBuffer
+	var outs []*testlog.Buffer
 	for i := 0; i < 3; i++ {
 		c, o := startScheduled(t, cfg, script, fmt.Sprintf("p%d", i))
 		cmds, outs = append(cmds, c), append(outs, o)
@@ -565,7 +566,7 @@ func TestSchedulerExamples(t *testing.T) {
 				}
 			}
 			cmd := exec.Command(shieldBin(t), "run", path)
-			out := &lockedBuffer{}
+			out := &testlog.Buffer{}
 			cmd.Stdout, cmd.Stderr = out, out
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)

@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	sysclock "github.com/shieldrt/shieldglobal/internal/clock"
+	"github.com/shieldrt/shieldglobal/internal/testlog"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,17 +31,8 @@ type proc struct {
 	log  *syncBuffer
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+// syncBuffer is the tests' goroutine-safe log sink.
+type syncBuffer = testlog.Buffer
 
 var testDefaults = Defaults{TTL: 30 * time.Second, MaxTTL: time.Hour, Retry: 100 * time.Millisecond, Reentrant: true,
 	AutoExtend: true, ExtendInterval: 10 * time.Second}

@@ -165,11 +165,7 @@ func testEnableHeardLate(t *testing.T, b backend) {
 // next and finding the task enabled already, must still plan its next
 // firing, so a next_run read right after Enable returns is set.
 func testEnableMessageBeforeApply(t *testing.T, b backend) {
-	cl := newCluster(t, b, 0, 0)
-	var log runLog
-	node := cl.es[0]
-	cl.registerOn(0, node, "hb", every(t, time.Second), nil, log.run)
-	cl.advance(1500*time.Millisecond, 100*time.Millisecond)
+	cl, node := heartbeat(t, b, 2)
 	do(t, node.Disable("hb"))
 	node.unsub()                 // deliver the message by hand, first
 	do(t, cl.es[1].Enable("hb")) // the Store's side of node's Enable
@@ -192,11 +188,7 @@ func testEnableMessageBeforeApply(t *testing.T, b backend) {
 // version, the late disable took the task off the schedule here while the
 // Store said enabled.
 func testStaleControlMessage(t *testing.T, b backend) {
-	cl := newCluster(t, b, 0, 0)
-	var log runLog
-	node := cl.es[0]
-	cl.registerOn(0, node, "hb", every(t, time.Second), nil, log.run)
-	cl.advance(1500*time.Millisecond, 100*time.Millisecond)
+	_, node := heartbeat(t, b, 2)
 	node.unsub() // its messages are delivered by hand, late
 	do(t, node.Disable("hb"))
 	var disabledAt int64
@@ -230,11 +222,7 @@ func testStaleControlMessage(t *testing.T, b backend) {
 // returned was nil until the claim's reply came (scheduler_spec.lua,
 // "disables and enables", Redis and Cluster under load).
 func testRereadWhileClaiming(t *testing.T, b backend) {
-	cl := newCluster(t, b, 0)
-	var log runLog
-	node := cl.es[0]
-	cl.registerOn(0, node, "hb", every(t, time.Second), nil, log.run)
-	cl.advance(1500*time.Millisecond, 100*time.Millisecond)
+	_, node := heartbeat(t, b, 1)
 	var planned int64
 	if err := node.call(func() {
 		tk := node.tasks["hb"]
@@ -279,11 +267,7 @@ func testLateClaimReplyAfterResume(t *testing.T, b backend) {
 		{(*Engine).Pause, (*Engine).Resume, outcomePaused},
 		{(*Engine).Disable, (*Engine).Enable, outcomeDisabled},
 	} {
-		cl := newCluster(t, b, 0)
-		var log runLog
-		node := cl.es[0]
-		cl.registerOn(0, node, "hb", every(t, time.Second), nil, log.run)
-		cl.advance(1500*time.Millisecond, 100*time.Millisecond)
+		_, node := heartbeat(t, b, 1)
 		node.unsub() // no control messages: only the replies
 		do(t, c.off(node, "hb"))
 		var offVersion, fire int64
@@ -318,4 +302,15 @@ func testLateClaimReplyAfterResume(t *testing.T, b backend) {
 			t.Fatalf("after the late reply: %+v", info)
 		}
 	}
+}
+
+// heartbeat returns a cluster of n engines whose first registered "hb", a
+// distributed task every second, and has run it for 1.5 s.
+func heartbeat(t *testing.T, b backend, n int) (*cluster, *Engine) {
+	cl := newCluster(t, b, make([]time.Duration, n)...)
+	var log runLog
+	node := cl.es[0]
+	cl.registerOn(0, node, "hb", every(t, time.Second), nil, log.run)
+	cl.advance(1500*time.Millisecond, 100*time.Millisecond)
+	return cl, node
 }

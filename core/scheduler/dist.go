@@ -55,11 +55,11 @@ func (e *Engine) adopt(t *task, sched Schedule, rec record) {
 // apply has already claimed) must not leave the next run unknown.
 func (e *Engine) planDist(t *task) {
 	e.unschedule(&t.fire)
-	if t.claiming && !t.paused && !t.disabled && !t.removed && !e.closing {
+	if t.paused || t.disabled || t.removed || e.closing {
+		t.next = 0
 		return
 	}
-	t.next = 0
-	if t.paused || t.disabled || t.removed || t.claiming || e.closing {
+	if t.claiming {
 		return
 	}
 	n := t.tl.next(t.cursor)
